@@ -1,0 +1,32 @@
+"""denpex-kb: name the failure behind an ML training error, and how to fix it.
+
+    >>> import denpex_kb
+    >>> denpex_kb.match("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")[0].id
+    'cuda-out-of-memory'
+
+`match(text)` ranks the entries a line or pasted block shows; `scan(source)` reads a whole log and reports the
+initiating failure and its collateral. Both run locally on the knowledge base bundled in the package.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .bundle import KbIndex, default_index, index_from_kb_dir, load_bundle_dir  # noqa: E402
+from .matcher import Match, match  # noqa: E402
+from .scanner import Finding, ScanError, ScanReport, scan, scan_many  # noqa: E402
+
+__all__ = [
+    "Finding",
+    "KbIndex",
+    "Match",
+    "ScanError",
+    "ScanReport",
+    "__version__",
+    "default_index",
+    "index_from_kb_dir",
+    "load_bundle_dir",
+    "match",
+    "scan",
+    "scan_many",
+]

@@ -1,0 +1,198 @@
+"""The compiled knowledge base at run time: loaded from the shipped bundle, patterns compiled on first use.
+
+Load cost is what a fresh `denpex-kb match` pays, so it stays proportional to the index file: no regex is
+compiled until a line contains one of its anchors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import re2
+
+from .compiler import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE
+
+DEFAULT_HUB_URL = "https://denpex-kb.github.io/denpex-kb/"
+_WORD = re.compile(r"\w+")
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.max_mem = 64 << 20
+
+
+def hub_url() -> str:
+    base = os.environ.get("DENPEX_KB_HUB_URL", DEFAULT_HUB_URL)
+    return base if base.endswith("/") else base + "/"
+
+
+def entry_url(entry_id: str) -> str:
+    return f"{hub_url()}entries/{entry_id}/"
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    id: str
+    title: str
+    phase: str
+    severity: str
+    status: str
+    tags: tuple[str, ...]
+    fix: str
+    verify: str | None
+
+    @property
+    def url(self) -> str:
+        return entry_url(self.id)
+
+
+class CompiledSig:
+    __slots__ = ("entry", "number", "pattern", "anchors", "specificity", "role", "stream", "_regex")
+
+    def __init__(self, entry: EntryInfo, number: int, pattern: str, anchors: list[str], specificity: int, role: str, stream: str) -> None:
+        self.entry = entry
+        self.number = number
+        self.pattern = pattern
+        self.anchors = tuple(anchors)
+        self.specificity = specificity
+        self.role = role
+        self.stream = stream
+        self._regex: Any = None
+
+    @property
+    def regex(self) -> Any:
+        if self._regex is None:
+            self._regex = re2.compile(self.pattern, _RE2_OPTIONS)
+        return self._regex
+
+
+def _interior_words(anchor: str) -> list[str]:
+    """Words of `anchor` that are whole words in any line containing it (not cut by the anchor's edges)."""
+    words = []
+    for m in _WORD.finditer(anchor):
+        if m.start() == 0 or m.end() == len(anchor) or len(m.group()) < 3:
+            continue
+        words.append(m.group())
+    return words
+
+
+class KbIndex:
+    """What the matcher and scanner need: entries, signatures, and a word index over their anchors."""
+
+    def __init__(self, index: dict[str, Any], entries_loader: Any = None, source: str = "") -> None:
+        if index.get("format") != BUNDLE_FORMAT:
+            raise ValueError(f"bundle format {index.get('format')!r} is not {BUNDLE_FORMAT}; recompile the knowledge base")
+        self.source = source
+        self.digest: str = index["digest"]
+        self.entries: list[EntryInfo] = [
+            EntryInfo(e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"], e.get("verify"))
+            for e in index["entries"]
+        ]
+        self.by_id = {e.id: e for e in self.entries}
+        self.tombstones: dict[str, str | None] = index.get("tombstones", {})
+        self.signatures = [
+            CompiledSig(self.entries[s[0]], s[1], s[2], s[3], s[4], s[5], s[6]) for s in index["signatures"]
+        ]
+        self._entries_loader = entries_loader
+        self._build_word_index()
+
+    def _build_word_index(self) -> None:
+        # Each signature is filed under the rarest interior word of each of its anchors; a line is checked
+        # only against the signatures filed under its own words. Anchors with no such word are always checked.
+        freq: dict[str, int] = {}
+        per_anchor: list[tuple[CompiledSig, list[str]]] = []
+        for sig in self.signatures:
+            for anchor in sig.anchors:
+                words = _interior_words(anchor)
+                per_anchor.append((sig, words))
+                for w in set(words):
+                    freq[w] = freq.get(w, 0) + 1
+        self.word_index: dict[str, list[CompiledSig]] = {}
+        self.always: list[CompiledSig] = []
+        for sig, words in per_anchor:
+            if not words:
+                if sig not in self.always:
+                    self.always.append(sig)
+                continue
+            key = min(words, key=lambda w: (freq[w], -len(w), w))
+            bucket = self.word_index.setdefault(key, [])
+            if sig not in bucket:
+                bucket.append(sig)
+
+    def candidates(self, text: str) -> list[CompiledSig]:
+        found: dict[int, CompiledSig] = {}
+        index = self.word_index
+        for word in set(_WORD.findall(text)):
+            bucket = index.get(word)
+            if bucket:
+                for sig in bucket:
+                    found[id(sig)] = sig
+        for sig in self.always:
+            found[id(sig)] = sig
+        return [s for s in found.values() if any(a in text for a in s.anchors)]
+
+    @cached_property
+    def full_entries(self) -> dict[str, dict[str, Any]]:
+        """The full entries (prose, fix, commands), read on first use."""
+        if self._entries_loader is None:
+            return {}
+        data = self._entries_loader()
+        return data["entries"]
+
+    @cached_property
+    def all_anchors(self) -> list[str]:
+        return sorted({a for s in self.signatures for a in s.anchors})
+
+
+def _read_packaged(name: str) -> str:
+    return resources.files("denpex_kb").joinpath("data", name).read_text(encoding="utf-8")
+
+
+_DEFAULT: KbIndex | None = None
+
+
+def default_index() -> KbIndex:
+    """The knowledge base shipped in the package (or the one named by DENPEX_KB_BUNDLE, a directory)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        override = os.environ.get("DENPEX_KB_BUNDLE")
+        if override:
+            _DEFAULT = load_bundle_dir(Path(override))
+        else:
+            index = json.loads(_read_packaged(INDEX_FILE))
+            _DEFAULT = KbIndex(index, lambda: json.loads(_read_packaged(ENTRIES_FILE)), "package")
+    return _DEFAULT
+
+
+def load_bundle_dir(path: Path) -> KbIndex:
+    index = json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
+    return KbIndex(index, lambda: json.loads((path / ENTRIES_FILE).read_text(encoding="utf-8")), str(path))
+
+
+def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
+    """Compile a knowledge-base directory in memory (for `--kb DIR`).
+
+    strict: any problem raises ValueError. Otherwise entries whose signatures do not compile are left out and
+    other problems are ignored, so examples can be tested while a knowledge base is still being written.
+    """
+    from .compiler import compile_kb
+    from .loader import load_kb
+    from .problems import Severity
+    from .validators import run_checks
+
+    kb = load_kb(path)
+    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    if not strict:
+        broken = {p.path for p in errors if p.check == "signatures"}
+        for entry_id, loaded in list(kb.files.items()):
+            if loaded.display in broken:
+                kb.entries.pop(entry_id, None)
+        errors = []
+    if errors:
+        raise ValueError("the knowledge base has problems; run `denpex-kb check`:\n" + "\n".join(p.render() for p in errors[:20]))
+    index, full = compile_kb(kb)
+    return KbIndex(index, lambda: full, str(path))

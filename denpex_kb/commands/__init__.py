@@ -1,0 +1,1 @@
+"""Subcommands of `denpex-kb`; each module registers one with `register(subparsers)`."""

@@ -1,0 +1,34 @@
+"""`denpex-kb list`: every entry of the knowledge base."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._common import add_kb_option, index
+
+ORDER = 30
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list every entry")
+    add_kb_option(p)
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument("--phase", help="only entries of this phase")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    idx = index(args)
+    rows = [e for e in idx.entries if not args.phase or e.phase == args.phase]
+    if args.json:
+        out = [
+            {"id": e.id, "title": e.title, "phase": e.phase, "severity": e.severity, "tags": list(e.tags), "status": e.status, "url": e.url}
+            for e in rows
+        ]
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    width = max((len(e.id) for e in rows), default=10)
+    for e in sorted(rows, key=lambda e: (e.phase, e.id)):
+        print(f"{e.id:<{width}}  {e.phase:<15} {e.title}")
+    return 0

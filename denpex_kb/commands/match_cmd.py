@@ -1,0 +1,57 @@
+"""`denpex-kb match`: name the failure behind a pasted line or block."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli import UsageError
+from ..matcher import match
+from ._common import add_kb_option, index
+
+ORDER = 10
+MAX_INPUT = 4 << 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("match", help="name the failure behind an error line (or a pasted block on stdin)")
+    p.add_argument("text", nargs="*", metavar="TEXT", help="the error text; '-' or nothing reads stdin")
+    p.add_argument("--json", action="store_true", help='print {"query": ..., "matches": [...]}')
+    p.add_argument("--top", type=int, default=5, metavar="N", help="at most N matches (default 5)")
+    add_kb_option(p)
+    p.set_defaults(handler=run)
+
+
+def read_query(parts: list[str]) -> str:
+    if parts and parts != ["-"]:
+        return " ".join(parts)
+    if sys.stdin is None or sys.stdin.closed or sys.stdin.isatty():
+        raise UsageError("give the error text as an argument, or pipe it on stdin")
+    data = sys.stdin.buffer.read(MAX_INPUT)
+    return data.decode("utf-8", "replace")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    query = read_query(args.text)
+    results = match(query, top=args.top, index=index(args))
+    if args.json:
+        print(json.dumps({"query": query, "matches": [r.to_dict() for r in results]}, indent=2, ensure_ascii=False))
+        return 0
+    if not results:
+        print("No known failure matches this text.")
+        print("If it is a real failure, report it: https://github.com/denpex-kb/denpex-kb/issues/new?template=missing-failure.yml")
+        return 0
+    for n, r in enumerate(results):
+        if n:
+            print()
+        print(f"{r.id}  ({r.phase}, score {r.score})  {r.title}")
+        print(f"  matched: {r.line[:300]}")
+        values = {k: v for k, v in r.values.items() if k != "exception"}
+        if values:
+            print("  values:  " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())))
+        print(f"  fix:     {r.fix}")
+        print(f"  more:    {r.url}  (or: denpex-kb explain {r.id})")
+    return 0

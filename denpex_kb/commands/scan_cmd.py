@@ -1,0 +1,135 @@
+"""`denpex-kb scan`: read whole logs and report the initiating failure, its fix, and the fallout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+from ..cli import UsageError
+from ..scanner import Finding, ScanError, ScanReport, scan_many
+from ._common import add_kb_option, index
+
+ORDER = 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("scan", help="find the initiating failure in training logs (plain or .gz; '-' is stdin)")
+    p.add_argument("logs", nargs="*", metavar="LOG", help="log files; '-' or nothing reads stdin")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_kb_option(p)
+    p.set_defaults(handler=run)
+
+
+def ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 4, 5] -> '0-2,4-5'"""
+    out: list[str] = []
+    for r in sorted(set(ranks)):
+        if out and "-" not in out[-1].split(",")[-1] and int(out[-1]) == r - 1:
+            out[-1] = f"{out[-1]}-{r}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == r - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        else:
+            out.append(str(r))
+    return ",".join(out)
+
+
+class Progress:
+    """A progress bar on stderr, for big files when stderr is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.shown = -1
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        pct = min(100, self.done * 100 // self.total)
+        if pct != self.shown:
+            self.shown = pct
+            bar = "#" * (pct // 4)
+            sys.stderr.write(f"\rscanning [{bar:<25}] {pct:3d}%")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\r" + " " * 40 + "\r")
+
+
+def _where(f: Finding) -> str:
+    who = f"rank {f.rank}" if f.rank is not None else "no rank prefix"
+    place = f"{f.file}:{f.line}" if f.file else f"line {f.line}"
+    return f"{who}, {place}"
+
+
+def render(report: ScanReport) -> str:
+    out: list[str] = []
+    init = report.initiating
+    if init is None:
+        out.append(f"No failure found in {report.lines} lines.")
+    else:
+        name = f"{init.id}: {init.title}" if init.id else f"unrecognised {init.exception or 'exception'} (no entry knows it yet)"
+        out.append(f"Initiating failure  {name}")
+        out.append(f"  at   {_where(init)}")
+        out.append(f"  line {init.text[:400]}")
+        entry = report.entry
+        if entry:
+            out.append(f"\nFix   {entry['fix']['summary']}")
+            for cmd in entry.get("commands", []):
+                if cmd["purpose"] == "verify":
+                    out.append(f"Verify  {cmd['run']}")
+            if report.index is not None and init.id:
+                out.append(f"More  {report.index.by_id[init.id].url}  (or: denpex-kb explain {init.id})")
+        elif init.id is None:
+            out.append("\nThis is the first exception in the log. If it is a failure others will meet, report it:")
+            out.append("  https://github.com/denpex-kb/denpex-kb/issues/new?template=missing-failure.yml")
+    for err in report.errors:
+        out.append(f"Warning  {err}")
+    for hint in report.hints:
+        out.append(f"Note  {hint}")
+    collateral = report.collateral
+    if collateral:
+        grouped: dict[str, list[Finding]] = defaultdict(list)
+        for f in collateral:
+            grouped[f.id or f"unrecognised {f.exception}"].append(f)
+        out.append(f"\nCollateral ({len(collateral)} findings)")
+        for key, fs in grouped.items():
+            ranks = [r for f in fs for r in f.ranks]
+            who = f"ranks {ranges(ranks)}" if len(set(ranks)) > 1 else (f"rank {ranks[0]}" if ranks else "")
+            lines = sum(f.count for f in fs)
+            first = min(fs, key=lambda f: f.order)
+            where = f"first at {first.file + ':' if first.file else 'line '}{first.line}"
+            out.append(f"  {who + ': ' if who else ''}{key} ({lines} line{'s' if lines != 1 else ''}, {where})")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    logs = args.logs or ["-"]
+    if "-" in logs and len(logs) > 1:
+        raise UsageError("'-' (stdin) cannot be combined with files")
+    idx = index(args)
+    progress = None
+    sources: list = []
+    if logs == ["-"]:
+        if sys.stdin is None or sys.stdin.closed:
+            raise UsageError("stdin is closed; give a log file")
+        sources = [sys.stdin.buffer]
+    else:
+        sources = list(logs)
+        if sys.stderr.isatty():
+            total = sum(os.path.getsize(p) for p in logs if os.path.isfile(p))
+            if total > 50 << 20:
+                progress = Progress(total)
+    try:
+        report = scan_many(sources, index=idx, progress=progress)
+    except ScanError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if progress:
+            progress.close()
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(render(report))
+    return 1 if report.initiating else 0

@@ -1,0 +1,22 @@
+"""`denpex-kb schema`: print the JSON Schema of an entry file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..schema import render, vocabulary_tags
+from ._common import add_kb_option, kb_dir
+
+ORDER = 80
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("schema", help="print the JSON Schema of an entry file")
+    add_kb_option(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    sys.stdout.write(render(vocabulary_tags(kb_dir(args))))
+    return 0

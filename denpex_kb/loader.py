@@ -1,0 +1,150 @@
+"""Loading `kb/`: every file parsed and validated, every problem collected with its file, line and column."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .model import Entry, Tombstone
+from .problems import Problem
+from .yamlio import YamlProblem, load_file, position, to_plain
+
+TAGS_FILE = "_tags.yaml"
+SCHEMA_LINE = "# yaml-language-server: $schema=../schema/entry.schema.json"
+
+
+@dataclass
+class Loaded:
+    """One entry file, parsed: the model plus the document it came from (for positions)."""
+
+    path: Path
+    display: str
+    entry: Entry | Tombstone
+    doc: Any
+
+    def where(self, *loc: Any) -> tuple[int, int]:
+        return position(self.doc, loc)
+
+
+@dataclass
+class KnowledgeBase:
+    root: Path
+    entries: dict[str, Entry] = field(default_factory=dict)
+    tombstones: dict[str, Tombstone] = field(default_factory=dict)
+    files: dict[str, Loaded] = field(default_factory=dict)  # id -> file
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> tag -> description
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def tag_group(self) -> dict[str, str]:
+        return {tag: group for group, tags in self.tags.items() for tag in tags}
+
+
+def display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+_HINTS = {
+    "missing": "add it; `denpex-kb schema` lists every field",
+    "extra_forbidden": "remove it or fix its spelling; `denpex-kb schema` lists the allowed fields",
+    "enum": "use one of the listed values",
+    "literal_error": "use one of the listed values",
+    "string_pattern_mismatch": "ids are kebab-case: lowercase letters, digits and single hyphens",
+    "too_short": "add at least the minimum number of items",
+    "string_too_short": "write more",
+    "string_too_long": "shorten it",
+}
+
+
+def _schema_problem(display: str, doc: Any, err: dict[str, Any], kind: str) -> Problem:
+    loc = tuple(err.get("loc", ()))
+    line, col = position(doc, loc)
+    dotted = ".".join(str(p) for p in loc) or "(entry)"
+    msg = err.get("msg", "invalid")
+    hint = _HINTS.get(err.get("type", ""), "")
+    text = f"{dotted}: {msg}" + (f"; {hint}" if hint else "")
+    return Problem(display, line, col, "DKB003", "schema", f"{text} ({kind})" if kind == "tombstone" else text)
+
+
+def _load_tags(root: Path, kb: KnowledgeBase) -> None:
+    path = root / TAGS_FILE
+    display = display_path(path)
+    if not path.is_file():
+        kb.problems.append(Problem(display, 0, 0, "DKB010", "tags", "the tag vocabulary is missing; create kb/_tags.yaml"))
+        return
+    try:
+        doc = to_plain(load_file(path))
+    except YamlProblem as exc:
+        kb.problems.append(Problem(display, exc.line, exc.col, "DKB001", "yaml", str(exc)))
+        return
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        kb.problems.append(
+            Problem(display, 1, 1, "DKB010", "tags", "the vocabulary must map each group to a mapping of tag: description")
+        )
+        return
+    kb.tags = {str(g): {str(t): str(d) for t, d in tags.items()} for g, tags in doc.items()}
+
+
+def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem]]:
+    display = display_path(path)
+    problems: list[Problem] = []
+    if path.is_symlink() or root.resolve() not in path.resolve().parents:
+        return None, [Problem(display, 0, 0, "DKB005", "file", "entry files must be regular files inside kb/, not links")]
+    try:
+        doc = load_file(path)
+    except YamlProblem as exc:
+        code = "DKB002" if "duplicate key" in str(exc) else "DKB001"
+        return None, [Problem(display, exc.line, exc.col, code, "yaml", str(exc))]
+    except OSError as exc:
+        return None, [Problem(display, 0, 0, "DKB001", "file", f"cannot read the file: {exc.strerror}")]
+    if not isinstance(doc, dict):
+        return None, [Problem(display, 1, 1, "DKB003", "schema", "an entry must be a YAML mapping of fields")]
+    data = to_plain(doc)
+    is_tombstone = data.get("status") == "removed"
+    model = Tombstone if is_tombstone else Entry
+    try:
+        entry = model.model_validate(data)
+    except ValidationError as exc:
+        kind = "tombstone" if is_tombstone else "entry"
+        problems.extend(_schema_problem(display, doc, e, kind) for e in exc.errors())  # type: ignore[arg-type]
+        return None, problems
+    except RecursionError:
+        return None, [Problem(display, 1, 1, "DKB003", "schema", "the entry nests too deeply")]
+    return Loaded(path, display, entry, doc), problems
+
+
+def load_kb(root: Path | str) -> KnowledgeBase:
+    """Parse and validate every `*.yaml` in `root` (files starting with `_` are support files)."""
+    root = Path(root)
+    kb = KnowledgeBase(root=root)
+    if not root.is_dir():
+        kb.problems.append(Problem(display_path(root), 0, 0, "DKB000", "file", "no such knowledge-base directory"))
+        return kb
+    _load_tags(root, kb)
+    for path in sorted(root.glob("*.yaml")):
+        if path.name.startswith("_"):
+            continue
+        loaded, problems = load_entry_file(path, root)
+        kb.problems.extend(problems)
+        if loaded is None:
+            continue
+        entry_id = loaded.entry.id
+        if entry_id in kb.files:
+            first = kb.files[entry_id].display
+            line, col = loaded.where("id")
+            kb.problems.append(
+                Problem(loaded.display, line, col, "DKB101", "unique-ids", f"id {entry_id!r} is already used by {first}; ids are never reused, pick a new one")
+            )
+            continue
+        kb.files[entry_id] = loaded
+        if isinstance(loaded.entry, Tombstone):
+            kb.tombstones[entry_id] = loaded.entry
+        else:
+            kb.entries[entry_id] = loaded.entry
+    return kb

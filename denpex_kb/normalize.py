@@ -1,0 +1,116 @@
+"""Turning a raw log line into the text signatures are matched against, plus what its prefixes said.
+
+Launchers, loggers and kernels wrap each line in prefixes (`[rank3]:`, `0: `, glog headers, timestamps,
+ANSI colours). Each prefix kind is one named object; they are peeled off the front of the line repeatedly,
+since real lines stack them (`2024-05-01 10:00:00 node7: [rank3]: ...`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_LINE = 16_384  # what a signature can need; the rest of a giant line is not read
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+_SPACES = re.compile(r"\s+")
+# A tqdm bar, as left in the line before the message that was printed after it without a newline.
+_TQDM = re.compile(r"^.*?\d{1,3}%\|[^|]{0,200}\| ?[\d.]+[kMG]?/[\d.?]+[kMG]? \[[^\]]{0,80}\]")
+
+
+@dataclass(frozen=True)
+class Prefix:
+    name: str
+    pattern: re.Pattern[str]
+    # named groups the pattern captures: rank, host, pid, level, device
+
+
+PREFIXES: tuple[Prefix, ...] = (
+    Prefix("torchrun-rank", re.compile(r"^\[rank(?P<rank>\d+)\]: ?")),
+    Prefix("torchrun-role", re.compile(r"^\[(?:default|worker|trainer)(?P<rank>\d+)\]: ?")),
+    Prefix("openmpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")),
+    Prefix("srun-label", re.compile(r"^ ?(?P<rank>\d{1,5}): ")),
+    Prefix("ray", re.compile(r"^\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?")),
+    Prefix(
+        "glog",
+        re.compile(r"^\[?(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<pid>\d+) [\w./-]+:\d+\] ?"),
+    ),
+    Prefix("c10-short", re.compile(r"^\[(?P<level>[IWEF]) [\w./-]+:\d+\] ?")),
+    Prefix(
+        "nccl",
+        re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] (?=NCCL )"),
+    ),
+    Prefix("kernel-time", re.compile(r"^\[ *\d+\.\d+\] ?")),
+    Prefix("dmesg-human", re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")),
+    Prefix(
+        "syslog",
+        re.compile(r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?) (?P<host>[\w.-]+) (?:kernel|[\w.-]+(?:\[\d+\])?): ?"),
+    ),
+    Prefix(
+        "timestamp",
+        re.compile(
+            r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|-] ?)? ?"
+        ),
+    ),
+    Prefix("time-only", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]? ")),
+    # pdsh/clush `host: `: a lowercase host name with a digit, so `RuntimeError: ` is never taken for one.
+    Prefix("pdsh-host", re.compile(r"^(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ")),
+)
+
+
+@dataclass
+class Line:
+    text: str  # normalised: prefixes and colours removed, whitespace collapsed
+    rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    prefixes: list[str] = field(default_factory=list)
+    indented: bool = False  # the message itself started with whitespace (a traceback frame)
+
+
+def strip_prefixes(raw: str) -> Line:
+    text = raw[:MAX_LINE]
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        # A progress bar redrawn with carriage returns: the last non-empty segment is what a terminal shows.
+        segments = [s for s in text.split("\r") if s.strip()]
+        text = segments[-1] if segments else ""
+    if "%|" in text:
+        bar = _TQDM.match(text)
+        if bar:
+            text = text[bar.end() :]
+    text = text.replace("\x00", "").rstrip("\n")
+    line = Line(text="")
+    for _ in range(8):
+        stripped = text.lstrip(" ") if not line.prefixes else text
+        for prefix in PREFIXES:
+            m = prefix.pattern.match(stripped)
+            if not m or m.end() == 0:
+                continue
+            groups = m.groupdict()
+            if groups.get("rank") is not None and line.rank is None:
+                line.rank = int(groups["rank"])
+            if groups.get("host") and line.host is None:
+                line.host = groups["host"]
+            if groups.get("pid") and line.pid is None:
+                line.pid = int(groups["pid"])
+            line.prefixes.append(prefix.name)
+            text = stripped[m.end() :]
+            break
+        else:
+            break
+    line.indented = text[:1] in (" ", "\t")
+    line.text = _SPACES.sub(" ", text).strip()
+    return line
+
+
+_EXCEPTION = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Failure|Interrupt|Exit)|KeyboardInterrupt|StopIteration))(?::|$)"
+)
+
+
+def exception_type(text: str) -> str | None:
+    """The exception class a normalised line reports, e.g. `torch.OutOfMemoryError`."""
+    m = _EXCEPTION.match(text)
+    return m.group("type") if m else None
