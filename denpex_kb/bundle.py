@@ -17,7 +17,9 @@ from typing import Any
 
 import re2
 
-from .compiler import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE
+BUNDLE_FORMAT = 1
+INDEX_FILE = "index.json"
+ENTRIES_FILE = "entries.json"
 
 DEFAULT_HUB_URL = "https://denpex-kb.github.io/denpex-kb/"
 _WORD = re.compile(r"\w+")
@@ -101,27 +103,40 @@ class KbIndex:
         self._build_word_index()
 
     def _build_word_index(self) -> None:
-        # Each signature is filed under the rarest interior word of each of its anchors; a line is checked
-        # only against the signatures filed under its own words. Anchors with no such word are always checked.
+        # Each anchor is filed under its rarest interior word; a line is checked only against the signatures
+        # filed under its own words. Anchors with no interior word go into one RE2 set, searched once per line.
         freq: dict[str, int] = {}
-        per_anchor: list[tuple[CompiledSig, list[str]]] = []
+        per_anchor: list[tuple[CompiledSig, str, list[str]]] = []
         for sig in self.signatures:
             for anchor in sig.anchors:
                 words = _interior_words(anchor)
-                per_anchor.append((sig, words))
+                per_anchor.append((sig, anchor, words))
                 for w in set(words):
                     freq[w] = freq.get(w, 0) + 1
-        self.word_index: dict[str, list[CompiledSig]] = {}
-        self.always: list[CompiledSig] = []
-        for sig, words in per_anchor:
-            if not words:
-                if sig not in self.always:
-                    self.always.append(sig)
-                continue
-            key = min(words, key=lambda w: (freq[w], -len(w), w))
-            bucket = self.word_index.setdefault(key, [])
-            if sig not in bucket:
-                bucket.append(sig)
+        index: dict[str, dict[int, CompiledSig]] = {}
+        always: dict[str, dict[int, CompiledSig]] = {}
+        for sig, anchor, words in per_anchor:
+            if words:
+                key = min(words, key=lambda w: (freq[w], -len(w), w))
+                index.setdefault(key, {})[id(sig)] = sig
+            else:
+                always.setdefault(anchor, {})[id(sig)] = sig
+        self.word_index: dict[str, list[CompiledSig]] = {k: list(v.values()) for k, v in index.items()}
+        self._always_anchors = list(always)
+        self._always_sigs = [list(v.values()) for v in always.values()]
+        self._always_set: Any = None
+
+    def _always_hits(self, text: str) -> list[CompiledSig]:
+        if not self._always_anchors:
+            return []
+        if self._always_set is None:
+            found = re2.Set.SearchSet(_RE2_OPTIONS)
+            for anchor in self._always_anchors:
+                found.Add(re2.escape(anchor))
+            found.Compile()
+            self._always_set = found
+        hits = self._always_set.Match(text) or []
+        return [sig for i in hits for sig in self._always_sigs[i]]
 
     def candidates(self, text: str) -> list[CompiledSig]:
         found: dict[int, CompiledSig] = {}
@@ -131,9 +146,12 @@ class KbIndex:
             if bucket:
                 for sig in bucket:
                     found[id(sig)] = sig
-        for sig in self.always:
-            found[id(sig)] = sig
-        return [s for s in found.values() if any(a in text for a in s.anchors)]
+        checked = [s for s in found.values() if any(a in text for a in s.anchors)]
+        for sig in self._always_hits(text):
+            if id(sig) not in found:
+                found[id(sig)] = sig
+                checked.append(sig)
+        return checked
 
     @cached_property
     def full_entries(self) -> dict[str, dict[str, Any]]:

@@ -12,13 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE
 from .loader import KnowledgeBase
 from .model import Command, CommandPurpose, Entry
 from .signatures import compile_signature
 
-BUNDLE_FORMAT = 1
-INDEX_FILE = "index.json"
-ENTRIES_FILE = "entries.json"
+__all__ = ["BUNDLE_FORMAT", "ENTRIES_FILE", "INDEX_FILE", "compile_kb", "dumps", "write_bundle"]
 
 
 def _verify_command(entry: Entry) -> str | None:

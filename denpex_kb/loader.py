@@ -64,7 +64,7 @@ _HINTS = {
 
 def _schema_problem(display: str, doc: Any, err: dict[str, Any], kind: str) -> Problem:
     loc = tuple(err.get("loc", ()))
-    line, col = position(doc, loc)
+    line, col = position(doc, loc, at_key=err.get("type") == "extra_forbidden")
     dotted = ".".join(str(p) for p in loc) or "(entry)"
     msg = err.get("msg", "invalid")
     hint = _HINTS.get(err.get("type", ""), "")

@@ -33,7 +33,7 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("ray", re.compile(r"^\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?")),
     Prefix(
         "glog",
-        re.compile(r"^\[?(?P<level>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<pid>\d+) [\w./-]+:\d+\] ?"),
+        re.compile(r"^\[?(?P<level>[IWEF])\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +(?P<pid>\d+))? [\w./-]+:\d+\] ?"),
     ),
     Prefix("c10-short", re.compile(r"^\[(?P<level>[IWEF]) [\w./-]+:\d+\] ?")),
     Prefix(

@@ -264,27 +264,41 @@ class _Prepend(io.RawIOBase):
         self.rest.close()
 
 
-def _chunks(fh: BinaryIO, on_bytes: Callable[[int], None] | None) -> Iterator[bytes]:
+def _read_block(fh: BinaryIO) -> tuple[bytes, ScanError | None]:
+    """Up to CHUNK bytes. Reads in small steps so that a truncated or corrupt stream keeps what came before."""
+    read = getattr(fh, "read1", fh.read)
+    parts: list[bytes] = []
+    size = 0
+    while size < CHUNK:
+        try:
+            part = read(min(1 << 20, CHUNK - size))
+        except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
+            return b"".join(parts), ScanError(f"the log is truncated or corrupt ({exc}); findings cover what was read")
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts), None
+
+
+def _chunks(fh: BinaryIO, on_bytes: Callable[[int], None] | None, errors: list[ScanError]) -> Iterator[bytes]:
     """Chunks that end at a line break (the last one may not), with over-long lines cut to MAX_LINE bytes."""
     carry = b""
     while True:
-        try:
-            block = fh.read(CHUNK)
-        except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
-            if carry:
-                yield carry
-            raise ScanError(f"the log is truncated or corrupt ({exc}); findings cover what was read") from None
+        block, error = _read_block(fh)
         if on_bytes and block:
             on_bytes(len(block))
-        if not block:
-            if carry:
-                yield carry
+        if error is not None:
+            errors.append(error)
+        if not block or error is not None:
+            data = carry + block
+            if data:
+                yield data
             return
         data = carry + block
         cut = data.rfind(b"\n")
         if cut < 0:
-            # One line longer than a chunk: keep its start (what a signature can need) and drop the rest,
-            # but keep a marker byte so line numbers stay right.
+            # One line longer than a chunk: keep its start (what a signature can need), drop the rest.
             carry = data[:MAX_LINE]
             continue
         yield data[: cut + 1]
@@ -312,20 +326,16 @@ def _scan_stream(
     fh: BinaryIO, collector: _Collector, pattern: Any, on_bytes: Callable[[int], None] | None
 ) -> tuple[int, ScanError | None]:
     lines = 0
-    error: ScanError | None = None
+    errors: list[ScanError] = []
     with ThreadPoolExecutor(max_workers=2) as pool:
         # RE2 releases the GIL, so the next chunk is searched while this one's hits are matched.
         pending: list[Any] = []
-        chunks = _chunks(fh, on_bytes)
+        chunks = _chunks(fh, on_bytes, errors)
 
         def submit() -> bool:
-            nonlocal error
             try:
                 chunk = next(chunks)
             except StopIteration:
-                return False
-            except ScanError as exc:
-                error = exc
                 return False
             pending.append((chunk, pool.submit(_scan_chunk, pattern, chunk)))
             return True
@@ -346,7 +356,7 @@ def _scan_stream(
             lines += chunk.count(b"\n")
             if chunk and not chunk.endswith(b"\n"):
                 lines += 1
-    return lines, error
+    return lines, (errors[0] if errors else None)
 
 
 def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:

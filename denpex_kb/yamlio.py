@@ -116,17 +116,18 @@ def to_plain(node: Any) -> Any:
     return node
 
 
-def position(root: Any, loc: tuple[Any, ...]) -> tuple[int, int]:
-    """1-based (line, col) of the deepest node on `loc` that exists in the document."""
+def position(root: Any, loc: tuple[Any, ...], *, at_key: bool = False) -> tuple[int, int]:
+    """1-based (line, col) of the deepest node on `loc` that exists in the document (its key, if at_key)."""
     line, col = 1, 1
     node = root
-    for key in loc:
+    for depth, key in enumerate(loc):
         if isinstance(node, CommentedMap) and key in node:
             try:
                 kl, kc = node.lc.key(key)
                 line, col = kl + 1, kc + 1
                 vl, vc = node.lc.value(key)
-                if not isinstance(node[key], (CommentedMap, CommentedSeq)):
+                last = depth == len(loc) - 1
+                if not isinstance(node[key], (CommentedMap, CommentedSeq)) and not (at_key and last):
                     line, col = vl + 1, vc + 1
             except (KeyError, TypeError):
                 pass

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..bundle import KbIndex, default_index, index_from_kb_dir
+from typing import TYPE_CHECKING
+
 from ..cli import UsageError
-from ..loader import KnowledgeBase, load_kb
 from ..paths import find_kb_dir
+
+if TYPE_CHECKING:  # the runtime path (match, scan) must not pay for the loader and the model
+    from ..bundle import KbIndex
+    from ..loader import KnowledgeBase
 
 
 def add_kb_option(parser: argparse.ArgumentParser) -> None:
@@ -25,11 +29,15 @@ def kb_dir(args: argparse.Namespace) -> Path:
 
 
 def load(args: argparse.Namespace) -> KnowledgeBase:
+    from ..loader import load_kb
+
     return load_kb(kb_dir(args))
 
 
 def index(args: argparse.Namespace) -> KbIndex:
     """The compiled index: the packaged bundle, or `--kb DIR` compiled in memory."""
+    from ..bundle import default_index, index_from_kb_dir
+
     if getattr(args, "kb", None):
         try:
             return index_from_kb_dir(Path(args.kb))

@@ -7,9 +7,12 @@ import json
 import sys
 from xml.etree import ElementTree as ET
 
-from ..problems import Problem, Severity
-from ..validators import run_checks
+from typing import TYPE_CHECKING
+
 from ._common import add_kb_option, load
+
+if TYPE_CHECKING:
+    from ..problems import Problem
 
 ORDER = 50
 
@@ -23,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def collect(args: argparse.Namespace) -> tuple[list[Problem], int]:
+    from ..problems import Severity
+    from ..validators import run_checks
+
     kb = load(args)
     problems = run_checks(kb)
     if not args.no_examples and not any(p.severity is Severity.error for p in problems):
@@ -44,6 +50,8 @@ def junit(problems: list[Problem], suite_name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..problems import Severity
+
     problems, files = collect(args)
     errors = sum(p.severity is Severity.error for p in problems)
     if args.format == "json":

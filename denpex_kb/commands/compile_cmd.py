@@ -6,11 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..compiler import write_bundle
 from ..paths import BUNDLE_DIR, REPO_DIR
-from ..problems import Severity
-from ..schema import render, vocabulary_tags
-from ..validators import run_checks
 from ._common import add_kb_option, kb_dir
 
 ORDER = 60
@@ -24,7 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..compiler import write_bundle
     from ..loader import load_kb
+    from ..problems import Severity
+    from ..schema import render, vocabulary_tags
+    from ..validators import run_checks
 
     root = kb_dir(args)
     kb = load_kb(root)

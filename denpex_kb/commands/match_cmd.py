@@ -7,7 +7,6 @@ import json
 import sys
 
 from ..cli import UsageError
-from ..matcher import match
 from ._common import add_kb_option, index
 
 ORDER = 10
@@ -35,6 +34,8 @@ def read_query(parts: list[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    from ..matcher import match
+
     query = read_query(args.text)
     results = match(query, top=args.top, index=index(args))
     if args.json:

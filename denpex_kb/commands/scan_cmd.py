@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 
 from ..cli import UsageError
-from ..scanner import Finding, ScanError, ScanReport, scan_many
+from ..scanner import Finding, ScanError, ScanReport, scan_many  # light: no model, no loader
 from ._common import add_kb_option, index
 
 ORDER = 20

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..schema import render, vocabulary_tags
 from ._common import add_kb_option, kb_dir
 
 ORDER = 80
@@ -18,5 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..schema import render, vocabulary_tags
+
     sys.stdout.write(render(vocabulary_tags(kb_dir(args))))
     return 0

@@ -6,11 +6,8 @@ import argparse
 import json
 import sys
 
-from ..bundle import index_from_kb_dir
 from ..cli import UsageError
-from ..testing import benign_problems, find_benign_dir, outcome_problems, run_examples
 from ._common import add_kb_option, load
-from .check import junit
 
 ORDER = 55
 
@@ -24,6 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..bundle import index_from_kb_dir
+    from ..testing import benign_problems, find_benign_dir, outcome_problems, run_examples
+    from .check import junit
+
     kb = load(args)
     unknown = [i for i in args.ids if i not in kb.entries]
     if unknown:

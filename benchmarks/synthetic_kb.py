@@ -1,0 +1,36 @@
+"""A synthetic 10,000-entry compiled index, to measure how matching and loading scale with the knowledge base.
+
+The entries are not knowledge (their text is generated); they only exercise the index at that size, with the
+mix of literal, template and regex signatures that the real knowledge base has.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from denpex_kb.compiler import BUNDLE_FORMAT, dumps
+from denpex_kb.model import Signature
+from denpex_kb.signatures import compile_signature
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+
+def make_index(out_dir: Path, n: int) -> Path:
+    entries, sigs = [], []
+    for i in range(n):
+        w1, w2 = WORDS[i % len(WORDS)], WORDS[(i // len(WORDS)) % len(WORDS)]
+        entries.append({"id": f"synthetic-{i}", "title": f"Synthetic failure {i}", "phase": "runtime", "severity": "high",
+                        "status": "stable", "tags": ["pytorch"], "fix": "Synthetic fix summary.", "verify": None})
+        variants = [
+            Signature(kind="literal", text=f"synthetic failure {i} happened"),
+            Signature(kind="template", text=f"{w1} {w2} code{i} failed after {{num:step}} steps"),
+            Signature(kind="regex", text=rf"stage{i} (?:{w1}|{w2}) error \d+"),
+        ]
+        for j, sig in enumerate(variants):
+            c = compile_signature(sig)
+            sigs.append([i, j, c.pattern, list(c.anchors), c.specificity, "initiating", "stderr"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.json"
+    path.write_text(dumps({"format": BUNDLE_FORMAT, "digest": "synthetic", "entries": entries, "signatures": sigs, "tombstones": {}}))
+    return path

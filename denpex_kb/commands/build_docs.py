@@ -1,0 +1,48 @@
+"""`denpex-kb build-docs`: render every entry and build the hub with `mkdocs build --strict`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..cli import UsageError
+from ._common import add_kb_option, load
+
+ORDER = 70
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("build-docs", help="build the failure hub (static site) from the knowledge base")
+    add_kb_option(p)
+    p.add_argument("--out", metavar="DIR", default="site", help="where the built site goes (default: ./site)")
+    p.add_argument("--docs", metavar="DIR", help="where the generated Markdown goes (default: docs/ beside mkdocs.yml)")
+    p.add_argument("--config", metavar="FILE", help="mkdocs config (default: mkdocs.yml beside kb/)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from ..site.build import build_site
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise UsageError(f"the site needs the docs extra: pip install 'denpex-kb[docs]' ({exc})") from None
+    from ..problems import Severity
+    from ..validators import run_checks
+
+    kb = load(args)
+    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    if errors:
+        for p in errors:
+            print(p.render(), file=sys.stderr)
+        return 1
+    config = Path(args.config) if args.config else kb.root.resolve().parent / "mkdocs.yml"
+    if not config.is_file():
+        raise UsageError(f"{config}: no mkdocs config; pass --config")
+    docs = Path(args.docs) if args.docs else config.parent / "docs"
+    try:
+        build_site(kb, config, docs, Path(args.out))
+    except Exception as exc:  # mkdocs aborts with its own exception types on strict warnings
+        print(f"denpex-kb build-docs: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"built {len(kb.entries)} entries into {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,42 @@
+"""`denpex-kb explain ID`: an entry in the terminal, from the same renderer as its hub page."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cli import UsageError
+from ._common import add_kb_option, load
+
+ORDER = 25
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="show an entry: causes, checklist, fix, commands")
+    p.add_argument("id", metavar="ID")
+    add_kb_option(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bundle import default_index
+    from ..model import Entry
+    from ..site.render import to_terminal
+
+    if args.kb:
+        kb = load(args)
+        entry = kb.entries.get(args.id)
+        retired = kb.tombstones.get(args.id)
+        replaced = retired.replaced_by if retired else None
+    else:
+        index = default_index()
+        data = index.full_entries.get(args.id)
+        entry = Entry.model_validate(data) if data else None
+        replaced = index.tombstones.get(args.id)
+        retired = args.id in index.tombstones
+    if entry is None:
+        if retired:
+            raise UsageError(f"{args.id} was retired" + (f"; see {replaced}" if replaced else ""))
+        raise UsageError(f"no entry {args.id!r}; `denpex-kb list` shows them all")
+    sys.stdout.write(to_terminal(entry))
+    return 0

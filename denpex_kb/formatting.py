@@ -1,0 +1,318 @@
+"""Canonical formatting of entry files, lossless for data and comments.
+
+Two passes. ruamel.yaml's round trip sets the layout (2-space mappings, `- ` items indented under their key,
+no re-wrapping, multi-line strings as `|` blocks) and keeps every comment where it was, as long as the
+structure does not change. Putting keys in the model's order does change the structure, and ruamel files a
+comment written above a key under the *previous* key's value, so moving keys in ruamel would move comments
+to the wrong place. Block mappings are therefore reordered as text: each key carries its own lines and the
+comment lines directly above it. The result is parsed again and compared with the input before anything is
+written: a formatting that would change a value or drop a comment is refused, never written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+import types
+import typing
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
+from ruamel.yaml.events import ScalarEvent
+from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
+
+from .model import Entry, Tombstone
+from .yamlio import MAX_FILE_BYTES, YamlProblem, decode, load_text, to_plain
+
+WIDTH = 1_000_000  # never re-wrap: long log lines must stay one line, as the software printed them
+_MAX_REORDERS = 1_000  # each pass fixes one mapping; an entry has a few dozen
+
+
+class FormatError(Exception):
+    """The file cannot be formatted; `line` and `col` are 1-based."""
+
+    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
+        self.col = col
+
+
+# --- the canonical key order, read from the model ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Key order of one mapping and the shapes of its nested mappings (by key)."""
+
+    order: tuple[str, ...]
+    children: dict[str, Shape]
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The model class a field holds, directly, optionally or as list items; None for anything else."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, typing.Annotated):
+        for arg in typing.get_args(annotation):
+            found = _submodel(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def shape_of(model: type[BaseModel]) -> Shape:
+    children = {}
+    for name, info in model.model_fields.items():
+        sub = _submodel(info.annotation)
+        if sub is not None:
+            children[name] = shape_of(sub)
+    return Shape(tuple(model.model_fields), children)
+
+
+ENTRY_SHAPE = shape_of(Entry)
+TOMBSTONE_SHAPE = shape_of(Tombstone)
+
+
+def _canonical(keys: list[Any], order: tuple[str, ...]) -> list[Any]:
+    """Known keys in model order, then unknown ones as they were (`check` reports those)."""
+    rank = {k: i for i, k in enumerate(order)}
+    return sorted(keys, key=lambda k: (0, rank[k]) if k in rank else (1, keys.index(k)))
+
+
+def _mappings(node: Any, shape: Shape) -> list[tuple[CommentedMap, Shape]]:
+    """Every mapping of the document that has a model order, outermost first, in document order."""
+    found: list[tuple[CommentedMap, Shape]] = []
+    if isinstance(node, CommentedMap):
+        found.append((node, shape))
+        for key, value in node.items():
+            child = shape.children.get(key)
+            if child is None:
+                continue
+            for item in value if isinstance(value, CommentedSeq) else [value]:
+                found.extend(_mappings(item, child))
+    return found
+
+
+# --- pass 1: layout and scalar styles, through ruamel ----------------------------------------------------
+
+
+def _yaml() -> YAML:
+    y = YAML(typ="rt", pure=True)
+    y.preserve_quotes = True  # keep the author's quoting; only the layout is canonical
+    y.indent(mapping=2, sequence=4, offset=2)
+    y.width = WIDTH
+    y.allow_duplicate_keys = False
+    return y
+
+
+def _literal_blocks(node: Any) -> None:
+    """Multi-line strings become `|` blocks (ruamel falls back to quotes where a block cannot hold the value)."""
+    if isinstance(node, CommentedMap):
+        items: Any = list(node.items())
+    elif isinstance(node, CommentedSeq):
+        items = list(enumerate(node))
+    else:
+        return
+    for key, value in items:
+        if isinstance(value, str) and "\n" in value and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
+            node[key] = LiteralScalarString(value)
+        else:
+            _literal_blocks(value)
+
+
+def _is_flow(node: CommentedBase) -> bool:
+    return bool(node.fa.flow_style())
+
+
+def _layout(text: str) -> str:
+    y = _yaml()
+    doc = y.load(text)
+    if not isinstance(doc, CommentedMap):
+        raise FormatError("an entry must be a YAML mapping of fields")
+    for mapping, shape in _mappings(doc, _shape_for(doc)):
+        # A flow mapping (`{id: x, relation: sibling}`) holds no comments inside, so it is reordered in place.
+        if _is_flow(mapping):
+            for key in _canonical(list(mapping), shape.order):
+                mapping.move_to_end(key)
+    _literal_blocks(doc)
+    out = io.StringIO()
+    y.dump(doc, out)
+    return out.getvalue()
+
+
+def _shape_for(doc: CommentedMap) -> Shape:
+    return TOMBSTONE_SHAPE if doc.get("status") == "removed" else ENTRY_SHAPE
+
+
+# --- pass 2: key order, as text ----------------------------------------------------------------------------
+
+
+def _scalar_lines(text: str) -> set[int]:
+    """0-based lines inside multi-line scalars (block, quoted or plain): their `#` lines are text, not comments."""
+    inside: set[int] = set()
+    for event in _yaml().parse(io.StringIO(text)):
+        if isinstance(event, ScalarEvent):
+            start, end = event.start_mark.line, event.end_mark.line
+            last = end if event.end_mark.column > 0 else end - 1
+            inside.update(range(start + 1, last + 1))
+    return inside
+
+
+def _reorder_one(text: str) -> str | None:
+    """Put the keys of the first out-of-order block mapping in order; None when every mapping is in order."""
+    doc = _yaml().load(text)
+    lines = text.splitlines(keepends=True)
+    scalar = _scalar_lines(text)
+
+    def loose(n: int) -> bool:  # a comment or blank line that is not part of a scalar
+        return n not in scalar and (not lines[n].strip() or lines[n].lstrip().startswith("#"))
+
+    for mapping, shape in _mappings(doc, _shape_for(doc)):
+        keys = list(mapping)
+        wanted = _canonical(keys, shape.order)
+        if keys == wanted or _is_flow(mapping):
+            continue
+        starts = [mapping.lc.key(k)[0] for k in keys]
+        col = mapping.lc.key(keys[0])[1]
+        # The mapping ends at the first later line indented no deeper than its keys; comment lines just before
+        # that belong to what follows.
+        end = len(lines)
+        for n in range(starts[-1] + 1, len(lines)):
+            if n not in scalar and not loose(n) and len(lines[n]) - len(lines[n].lstrip(" ")) <= col:
+                end = n
+                break
+        while end - 1 > starts[-1] and loose(end - 1):
+            end -= 1
+        # Each key's chunk starts at the comment lines directly above it (the first key's stay in place).
+        bounds = [starts[0]]
+        for i in range(1, len(keys)):
+            s = starts[i]
+            while s - 1 > starts[i - 1] and loose(s - 1):
+                s -= 1
+            bounds.append(s)
+        bounds.append(end)
+        chunks = {k: lines[bounds[i] : bounds[i + 1]] for i, k in enumerate(keys)}
+        # The first key of a sequence item shares its line with `- `: the dash goes to whichever key is first.
+        prefix = lines[starts[0]][:col]
+        first = chunks[keys[0]]
+        chunks[keys[0]] = [" " * col + first[0][col:], *first[1:]]
+        head = chunks[wanted[0]]
+        lead = 0
+        while lead < len(head) and (not head[lead].strip() or head[lead].lstrip().startswith("#")):
+            lead += 1
+        chunks[wanted[0]] = [*head[:lead], prefix + head[lead][col:], *head[lead + 1 :]]
+        body = [line for k in wanted for line in chunks[k]]
+        return "".join(lines[: starts[0]] + body + lines[end:])
+    return None
+
+
+# --- checks and the whole pipeline --------------------------------------------------------------------------
+
+
+def _scalar_spans(text: str) -> dict[int, list[tuple[int, int]]]:
+    """Per 0-based line, the column ranges covered by scalars (keys and values)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for event in _yaml().parse(io.StringIO(text)):
+        if not isinstance(event, ScalarEvent):
+            continue
+        (l0, c0), (l1, c1) = (event.start_mark.line, event.start_mark.column), (event.end_mark.line, event.end_mark.column)
+        if l0 == l1:
+            spans.setdefault(l0, []).append((c0, c1))
+            continue
+        spans.setdefault(l0, []).append((c0, 1 << 30))
+        for n in range(l0 + 1, l1):
+            spans.setdefault(n, []).append((0, 1 << 30))
+        spans.setdefault(l1, []).append((0, c1))
+    return spans
+
+
+def _comments(text: str) -> Counter[str]:
+    """Every comment of the document, full-line or after a value, as text (a `#` inside a scalar is not one)."""
+    spans = _scalar_spans(text)
+    found: Counter[str] = Counter()
+    for n, line in enumerate(text.splitlines()):
+        covered = spans.get(n, [])
+        for m in re.finditer("#", line):
+            col = m.start()
+            if (col == 0 or line[col - 1] in " \t") and not any(a <= col < b for a, b in covered):
+                found[line[col:].rstrip()] += 1
+                break
+    return found
+
+
+def format_text(text: str) -> str:
+    """The canonical form of an entry file's text. Raises YamlProblem or FormatError; never loses data."""
+    before = load_text(text)  # the loader's own safety checks and error positions
+    if not isinstance(before, CommentedMap):
+        raise FormatError("an entry must be a YAML mapping of fields")
+    out = _layout(text)
+    for _ in range(_MAX_REORDERS):
+        nxt = _reorder_one(out)
+        if nxt is None:
+            break
+        out = nxt
+    else:  # pragma: no cover - a bug, not a user error
+        raise FormatError("the keys could not be put in order; please report this file")
+    try:
+        after = load_text(out)
+    except YamlProblem as exc:  # pragma: no cover - a formatter bug; the file is left as it was
+        raise FormatError(f"formatting produced invalid YAML ({exc}); the file was left unchanged") from None
+    if to_plain(after) != to_plain(before):
+        raise FormatError("formatting would change a value; the file was left unchanged (please report it)")
+    lost = _comments(text) - _comments(out)
+    if lost:
+        raise FormatError(f"formatting would drop the comment {next(iter(lost))!r}; move it above a key and retry")
+    return out
+
+
+def read_text(path: Path) -> str:
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise YamlProblem(f"the file is {size} bytes; entries must be under {MAX_FILE_BYTES} bytes")
+    return decode(path.read_bytes())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that readers see the old file or the new one, never a mix.
+
+    The temporary file lives in the same directory (os.replace is atomic only within one file system) and is
+    flushed to disk before the rename; on any failure it is removed and the original is untouched.
+    """
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; not supported everywhere (e.g. Windows), where it is skipped.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import shutil
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+KB = REPO / "kb"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# A small but complete entry, used as the starting point of knowledge bases built in tests. Its signature and
+# example are PyTorch's real wording (captured with torch 2.13.0 on the CPU).
+GOOD_ENTRY = textwrap.dedent(
+    """\
+    # yaml-language-server: $schema=../schema/entry.schema.json
+    id: demo-device-mismatch
+    title: Tensors on different devices
+    summary: An operation received tensors that live on different devices, for example one on the CPU and one on a GPU.
+    phase: forward
+    tags: [pytorch, tensors, crash]
+    severity: high
+    status: stable
+    since: 0.1.0
+    signatures:
+      - kind: literal
+        text: "Expected all tensors to be on the same device"
+    symptoms:
+      - The first forward pass raises a RuntimeError.
+    causes:
+      - A tensor was created on the CPU while the model was moved to a GPU.
+    checklist:
+      - The message names two devices.
+    fix:
+      summary: Move every input to the model's device before the call.
+      body: Call `.to(device)` on each input tensor.
+    examples:
+      match:
+        - text: "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+          source: "captured: torch 2.13.0 (CPU)"
+      no_match:
+        - text: "All tensors are on the same device"
+          note: a log line that only mentions devices
+    """
+)
+
+
+@pytest.fixture()
+def make_kb(tmp_path: Path) -> Callable[..., Path]:
+    """A temporary knowledge base: the real tag vocabulary plus the given {file name: text} entries."""
+
+    def build(files: dict[str, str | bytes] | None = None, *, with_good: bool = True) -> Path:
+        root = tmp_path / "kb"
+        root.mkdir(exist_ok=True)
+        shutil.copy(KB / "_tags.yaml", root / "_tags.yaml")
+        if with_good:
+            (root / "demo-device-mismatch.yaml").write_text(GOOD_ENTRY, encoding="utf-8")
+        for name, text in (files or {}).items():
+            target = root / name
+            if isinstance(text, bytes):
+                target.write_bytes(text)
+            else:
+                target.write_text(text, encoding="utf-8")
+        return root
+
+    return build

@@ -1,0 +1,91 @@
+"""Each validator, fed a malformed entry, reports the right file, line and column with a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import GOOD_ENTRY
+from denpex_kb.loader import load_kb
+from denpex_kb.validators import REGISTRY, run_checks
+
+
+def problems_for(root: Path, name: str) -> list:
+    return [p for p in run_checks(load_kb(root)) if p.path.endswith(name)]
+
+
+def variant(old: str, new: str, entry: str = GOOD_ENTRY) -> str:
+    assert old in entry, old
+    return entry.replace(old, new, 1)
+
+
+CASES = [
+    # (description, file name, text, code, line, col, words in the message)
+    ("unknown field", "bad-field.yaml", variant("id: demo-device-mismatch", "id: bad-field").replace("severity: high", "severity: high\nseverity_level: 3"), "DKB003", 8, 1, ["severity_level", "remove it"]),
+    ("missing field", "bad-missing.yaml", variant("id: demo-device-mismatch", "id: bad-missing").replace("phase: forward\n", ""), "DKB003", 1, 1, ["phase", "Field required"]),
+    ("wrong enum", "bad-phase.yaml", variant("id: demo-device-mismatch", "id: bad-phase").replace("phase: forward", "phase: fwd"), "DKB003", 5, 8, ["phase", "forward"]),
+    ("duplicate key", "bad-dup.yaml", variant("id: demo-device-mismatch", "id: bad-dup").replace("severity: high", "severity: high\nseverity: low"), "DKB002", 8, 1, ["duplicate key", "severity"]),
+    ("tab indentation", "bad-tab.yaml", variant("id: demo-device-mismatch", "id: bad-tab").replace("  - The first", "\t- The first"), "DKB001", 14, 1, ["tabs"]),
+    ("file name differs from id", "other-name.yaml", variant("id: demo-device-mismatch", "id: not-the-file-name"), "DKB004", 2, 5, ["rename the file"]),
+    ("tag not in vocabulary", "bad-tag.yaml", variant("id: demo-device-mismatch", "id: bad-tag").replace("tags: [pytorch, tensors, crash]", "tags: [pytorch, tensors, crashy]"), "DKB103", 6, 26, ["crashy", "kb/_tags.yaml"]),
+    ("regex that RE2 rejects", "bad-regex.yaml", variant("id: demo-device-mismatch", "id: bad-regex").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all (?=tensors) to be on"'), "DKB104", 12, 11, ["RE2"]),
+    ("template with an unbalanced placeholder", "bad-template.yaml", variant("id: demo-device-mismatch", "id: bad-template").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: template\n    text: "Expected all tensors to be on {num the same device"'), "DKB104", 12, 11, ["unbalanced", "{{"]),
+    ("signature without a usable anchor", "bad-anchor.yaml", variant("id: demo-device-mismatch", "id: bad-anchor").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "\\\\d+ \\\\w+"'), "DKB104", 12, 11, ["anchor"]),
+    ("related id that does not exist", "bad-related.yaml", variant("id: demo-device-mismatch", "id: bad-related") + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 30, 10, ["no-such-entry", "does not exist"]),
+    ("reference that is not http(s)", "bad-url.yaml", variant("id: demo-device-mismatch", "id: bad-url") + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 30, 11, ["http"]),
+]
+
+
+@pytest.mark.parametrize("description,name,text,code,line,col,words", CASES, ids=[c[0] for c in CASES])
+def test_each_problem_has_file_line_col_and_fix(make_kb, description, name, text, code, line, col, words):
+    root = make_kb({name: text})
+    found = problems_for(root, name)
+    assert found, f"{description}: nothing reported"
+    problem = next((p for p in found if p.code == code), None)
+    assert problem is not None, f"{description}: expected {code}, got {[p.render() for p in found]}"
+    assert (problem.line, problem.col) == (line, col), problem.render()
+    for word in words:
+        assert word in problem.message, problem.render()
+    assert problem.render().startswith(f"{problem.path}:{line}:{col}: error {code}")
+
+
+def test_all_problems_of_a_run_are_collected(make_kb):
+    bad_a = variant("id: demo-device-mismatch", "id: bad-a").replace("phase: forward", "phase: nope")
+    bad_b = variant("id: demo-device-mismatch", "id: bad-b").replace("severity: high", "severity: huge")
+    root = make_kb({"bad-a.yaml": bad_a, "bad-b.yaml": bad_b})
+    problems = run_checks(load_kb(root))
+    assert {p.path.rsplit("/", 1)[-1] for p in problems} == {"bad-a.yaml", "bad-b.yaml"}
+    kb = load_kb(root)
+    assert "demo-device-mismatch" in kb.entries  # the good entry still loads
+
+
+def test_duplicate_ids_are_rejected(make_kb):
+    root = make_kb({"zz-copy.yaml": GOOD_ENTRY})
+    codes = {p.code for p in run_checks(load_kb(root))}
+    assert "DKB101" in codes
+
+
+def test_tombstone_must_point_at_an_existing_entry(make_kb):
+    stone = "id: old-device-error\ntitle: Old device entry\nstatus: removed\nsince: 0.1.0\nreplaced_by: nowhere-entry\nreason: merged\n"
+    root = make_kb({"old-device-error.yaml": "# yaml-language-server: $schema=../schema/entry.schema.json\n" + stone})
+    problems = run_checks(load_kb(root))
+    assert [p.code for p in problems] == ["DKB107"], [p.render() for p in problems]
+    assert (problems[0].line, problems[0].col) == (6, 14)
+
+
+def test_valid_tombstone_loads(make_kb):
+    stone = "id: old-device-error\ntitle: Old device entry\nstatus: removed\nsince: 0.1.0\nreplaced_by: demo-device-mismatch\nreason: merged\n"
+    root = make_kb({"old-device-error.yaml": "# yaml-language-server: $schema=../schema/entry.schema.json\n" + stone})
+    kb = load_kb(root)
+    assert run_checks(kb) == []
+    assert kb.tombstones["old-device-error"].replaced_by == "demo-device-mismatch"
+
+
+def test_every_registered_check_is_documented():
+    from denpex_kb.validators import iter_checks
+
+    checks = list(iter_checks())
+    assert len(checks) == len(REGISTRY) >= 7
+    for check in checks:
+        assert check.name and check.code.startswith("DKB") and check.description

@@ -1,0 +1,73 @@
+"""Prefix stripping and masking on the shapes real logs have."""
+
+from __future__ import annotations
+
+import pytest
+
+from denpex_kb.masks import mask_line
+from denpex_kb.normalize import exception_type, strip_prefixes
+from denpex_kb.templates import TemplateError, compile_template
+
+CASES = [
+    ("[rank3]: torch.OutOfMemoryError: CUDA out of memory.", "torch.OutOfMemoryError: CUDA out of memory.", 3),
+    ("[default1]:RuntimeError: boom", "RuntimeError: boom", 1),
+    ("3: RuntimeError: boom", "RuntimeError: boom", 3),
+    ("[1,5]<stderr>:RuntimeError: boom", "RuntimeError: boom", 5),
+    ("0: [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught", "[Rank 0] Watchdog caught", 0),
+    ("E0321 02:07:08.408271 1234 ProcessGroupNCCL.cpp:915] NCCL watchdog", "NCCL watchdog", None),
+    ("[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog caught", "[Rank 1] Watchdog caught", None),
+    ("node7:12345:12399 [3] NCCL WARN Call to connect returned Connection refused", "NCCL WARN Call to connect returned Connection refused", None),
+    ("[ 1234.567890] NVRM: Xid (PCI:0000:3b:00): 79, pid=1", "NVRM: Xid (PCI:0000:3b:00): 79, pid=1", None),
+    ("Mar 21 02:07:08 gpu-node12 kernel: [ 1234.5] NVRM: Xid", "NVRM: Xid", None),
+    ("\x1b[31mRuntimeError\x1b[0m: boom", "RuntimeError: boom", None),
+    ("Epoch 1:  45%|####5     | 450/1000 [01:23<01:42,  5.36it/s]RuntimeError: CUDA out of memory.", "RuntimeError: CUDA out of memory.", None),
+    ("(RayTrainWorker pid=909608, ip=10.0.0.1) [rank1]: ValueError: x", "ValueError: x", 1),
+    ("2024-05-01 10:00:00,123 RuntimeError: x", "RuntimeError: x", None),
+    ("gpu-node3: Traceback (most recent call last):", "Traceback (most recent call last):", None),
+    ("RuntimeError: x  with   spaces", "RuntimeError: x with spaces", None),
+    (" 12%|#2        | 12/100 [00:01<00:08]\r 13%|#3        | 13/100 [00:01<00:08]\rValueError: late", "ValueError: late", None),
+]
+
+
+@pytest.mark.parametrize("raw,text,rank", CASES)
+def test_prefixes_are_stripped(raw, text, rank):
+    line = strip_prefixes(raw)
+    assert line.text == text
+    assert line.rank == rank
+
+
+def test_exception_names_are_not_taken_for_hosts():
+    assert strip_prefixes("RuntimeError: CUDA error").text == "RuntimeError: CUDA error"
+    assert strip_prefixes("ValueError: bad").text == "ValueError: bad"
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory", "torch.OutOfMemoryError"),
+        ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"),
+        ("KeyboardInterrupt", "KeyboardInterrupt"),
+        ("UserWarning: something", None),
+        ("Error: lowercase start is fine but not a class? no", None),
+    ],
+)
+def test_exception_type(text, expected):
+    assert exception_type(text) == expected
+
+
+def test_masks_cover_the_variable_parts():
+    line = "rank 3 at 10.0.0.12:29500 tried 2.00 GiB at 0x7f3a in /data/run/ckpt.pt after 1.5e-3"
+    assert mask_line(line) == "rank {num} at {ip} tried {size} at {hex} in {path} after {float}"
+    assert mask_line("NVRM: Xid (PCI:0000:3b:00.0): 79") == "NVRM: Xid (PCI:{pci}): {num}"
+    assert mask_line("fp16 and bf16 on cuda:0") == "fp16 and bf16 on cuda:{num}"
+
+
+def test_template_compiles_placeholders_and_braces():
+    t = compile_template("Tried to allocate {size:requested} on {{device}}")
+    assert t.groups == ("requested",)
+    assert "{device}" in t.literals[-1]
+    with pytest.raises(TemplateError) as exc:
+        compile_template("oops {size")
+    assert exc.value.offset == 5
+    with pytest.raises(TemplateError):
+        compile_template("unknown {nothing}")

@@ -1,0 +1,210 @@
+"""Hostile input: knowledge-base files from strangers, logs of any shape. Never hang, never blow up memory,
+never a traceback; the other entries still load."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import GOOD_ENTRY
+from denpex_kb import match, scan
+from denpex_kb.loader import load_kb
+from denpex_kb.normalize import strip_prefixes
+from denpex_kb.validators import run_checks
+
+HEADER = "# yaml-language-server: $schema=../schema/entry.schema.json\n"
+
+
+def entry_named(name: str) -> str:
+    return GOOD_ENTRY.replace("id: demo-device-mismatch", f"id: {name}")
+
+
+BOMB = HEADER + "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(9)
+)
+
+HOSTILE_FILES: dict[str, str | bytes] = {
+    "alias-bomb.yaml": BOMB,
+    "huge-file.yaml": HEADER + "id: huge-file\n" + "# " + "x" * (50 << 20) + "\n",
+    "deep-nesting.yaml": HEADER + "id: deep-nesting\nsummary: " + "[" * 10_000 + "]" * 10_000 + "\n",
+    "dup-keys.yaml": entry_named("dup-keys").replace("severity: high", "severity: high\nseverity: high"),
+    "tabs.yaml": entry_named("tabs").replace("  - The first", "\t- The first"),
+    "not-utf8.yaml": entry_named("not-utf8").encode().replace(b"Tensors on", b"Tensors \xff\xfe on"),
+    "bom.yaml": b"\xef\xbb\xbf" + entry_named("bom").encode(),
+    "unknown-field.yaml": entry_named("unknown-field") + "extra_field: 1\n",
+    "wrong-types.yaml": entry_named("wrong-types").replace("tags: [pytorch, tensors, crash]", "tags: 7"),
+    "path-id.yaml": entry_named("../../etc/passwd"),
+    "backtrack.yaml": entry_named("backtrack").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all tensors (a+)+$"'),
+    "unbalanced.yaml": entry_named("unbalanced").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: template\n    text: "Expected all tensors {size to be"'),
+}
+
+
+def test_hostile_kb_files_are_rejected_with_positions_and_the_rest_loads(make_kb, tmp_path: Path):
+    root = make_kb(HOSTILE_FILES)
+    outside = tmp_path / "outside.yaml"
+    outside.write_text(entry_named("outside"), encoding="utf-8")
+    os.symlink(outside, root / "symlink-out.yaml")
+    start = time.monotonic()
+    kb = load_kb(root)
+    problems = run_checks(kb)
+    assert time.monotonic() - start < 30
+    assert "demo-device-mismatch" in kb.entries, "the good entry must still load"
+    by_file: dict[str, list] = {}
+    for p in problems:
+        by_file.setdefault(Path(p.path).name, []).append(p)
+    for name in [*HOSTILE_FILES, "symlink-out.yaml"]:
+        assert name in by_file, f"{name}: not rejected"
+        for p in by_file[name]:
+            assert p.message and p.line >= 0 and p.col >= 0, p.render()
+    assert "anchors (&name)" in by_file["alias-bomb.yaml"][0].message
+    assert "bytes" in by_file["huge-file.yaml"][0].message
+    assert "nesting" in by_file["deep-nesting.yaml"][0].message
+    assert "UTF-8" in by_file["not-utf8.yaml"][0].message and by_file["not-utf8.yaml"][0].line == 3
+    assert "byte-order mark" in by_file["bom.yaml"][0].message
+    assert "links" in by_file["symlink-out.yaml"][0].message
+    assert "anchor" in by_file["backtrack.yaml"][0].message or "RE2" in by_file["backtrack.yaml"][0].message
+    assert "outside" not in kb.entries and "../../etc/passwd" not in kb.entries
+
+
+def test_re2_makes_catastrophic_patterns_linear():
+    # A pattern that backtracks exponentially in Python's re runs in linear time under RE2.
+    import re2
+
+    start = time.monotonic()
+    assert re2.search(r"(a+)+b", "a" * 50_000) is None
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("invalid-utf8.log", b"\xff\xfe\xfa garbage\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"),
+        ("nul.log", b"abc\x00\x00def\n\x00[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\x00\n"),
+        ("crlf.log", b"step 1\r\nstep 2\r\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\r\n"),
+        ("progress.log", b" 10%|#         | 1/10 [00:01<00:09]\r 20%|##        | 2/10 [00:02<00:08]\r[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"),
+    ],
+)
+def test_odd_logs_still_give_the_finding(tmp_path: Path, name: str, content: bytes):
+    path = tmp_path / name
+    path.write_bytes(content)
+    report = scan(path)
+    assert report.initiating is not None and report.initiating.id == "cuda-out-of-memory"
+    assert report.initiating.rank == 1
+
+
+def test_giant_line_without_newline_has_bounded_memory(tmp_path: Path):
+    path = tmp_path / "giant.log"
+    with path.open("wb") as fh:
+        fh.write(b"[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ")
+        chunk = b"x" * (1 << 20)
+        for _ in range(200):
+            fh.write(chunk)
+    code = (
+        "import resource, sys; from denpex_kb import scan; r = scan(sys.argv[1]); "
+        "print(r.initiating.id if r.initiating else None, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    found, rss_kib = out.stdout.split()
+    assert found == "cuda-out-of-memory"
+    assert int(rss_kib) < 200 * 1024, f"peak RSS {int(rss_kib) // 1024} MB"
+
+
+def run_scan(*args: str, stdin=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "denpex_kb", "scan", *args], capture_output=True, text=True, timeout=120, stdin=stdin)
+
+
+def test_bad_inputs_exit_2_without_traceback(tmp_path: Path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert run_scan(str(empty)).returncode == 0
+    truncated = tmp_path / "cut.log.gz"
+    data = gzip.compress(b"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" + b"ok line\n" * 100_000)
+    truncated.write_bytes(data[: len(data) // 2])
+    cut = run_scan("--json", str(truncated))
+    assert cut.returncode == 1 and "Traceback" not in cut.stderr
+    assert '"errors": [' in cut.stdout and "truncated" in cut.stdout
+    unreadable = tmp_path / "secret.log"
+    unreadable.write_text("x")
+    unreadable.chmod(0)
+    for target in (tmp_path, tmp_path / "missing.log"):
+        result = run_scan(str(target))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    if os.geteuid() != 0:  # root reads anything
+        result = run_scan(str(unreadable))
+        assert result.returncode == 2 and "permission denied" in result.stderr
+
+
+def test_named_pipe(tmp_path: Path):
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+
+    def writer() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(b"[rank4]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+    t = threading.Thread(target=writer)
+    t.start()
+    result = run_scan("--json", str(fifo))
+    t.join(10)
+    assert result.returncode == 1 and '"rank": 4' in result.stdout
+
+
+def test_stdin_closed_early():
+    result = run_scan("-", stdin=subprocess.DEVNULL)
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+
+
+def test_same_input_same_findings(tmp_path: Path):
+    lines = [
+        "[rank0]: ok",
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "[rank1]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
+    ] * 50
+    a = tmp_path / "a.log"
+    b = tmp_path / "b.log"
+    a.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    b.write_text("\n".join(lines[len(lines) // 2 :]) + "\n")
+    from denpex_kb import scan_many
+
+    first = [f.to_dict() for f in scan_many([a, b]).findings]
+    for _ in range(3):
+        assert [f.to_dict() for f in scan_many([b, a]).findings] == first
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=2000))
+def test_normalizer_and_matcher_never_raise(text: str):
+    strip_prefixes(text)
+    for result in match(text):
+        assert 0 <= result.score <= 100
+    scan(text.splitlines())
+
+
+def test_match_and_scan_open_no_network(tmp_path: Path):
+    log = tmp_path / "job.log"
+    log.write_text("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k):\n    raise RuntimeError('network access attempted')\n"
+        "socket.socket.connect = refuse\nsocket.socket.connect_ex = refuse\nsocket.create_connection = refuse\n"
+        "socket.getaddrinfo = refuse\n"
+        "import sys\nfrom denpex_kb.cli import main\n"
+        "a = main(['match', 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'])\n"
+        "b = main(['scan', sys.argv[1]])\n"
+        "sys.exit(0 if (a, b) == (0, 1) else 3)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert socket.socket.connect is not None

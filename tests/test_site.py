@@ -1,0 +1,159 @@
+"""The failure hub: a strict build of the whole knowledge base, hostile entries made inert, and a real browser."""
+
+from __future__ import annotations
+
+import functools
+import html
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import GOOD_ENTRY, KB, REPO
+from denpex_kb.loader import load_kb
+from denpex_kb.model import Phase
+from denpex_kb.site.build import build_site
+from denpex_kb.site.render import to_markdown, to_terminal
+
+OUTPUT = REPO / "tests" / "output"
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hub")
+    kb = load_kb(KB)
+    build_site(kb, REPO / "mkdocs.yml", root / "docs", root / "site")
+    return root / "site"
+
+
+def test_every_entry_has_a_page_and_sits_on_its_phase_index(built_site: Path):
+    kb = load_kb(KB)
+    for entry in kb.entries.values():
+        page = built_site / "entries" / entry.id / "index.html"
+        assert page.is_file(), entry.id
+        text = page.read_text(encoding="utf-8")
+        assert f'data-entry-id="{entry.id}"' in text, f"{entry.id}: no metadata header"
+        phase_index = (built_site / "phases" / entry.phase.value / "index.html").read_text(encoding="utf-8")
+        assert f"../../entries/{entry.id}/" in phase_index, f"{entry.id} missing from its phase index"
+    for phase in Phase:
+        assert (built_site / "phases" / phase.value / "index.html").is_file()
+
+
+def test_entry_pages_stay_out_of_the_sidebar(built_site: Path):
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    nav = home.split('class="md-nav md-nav--primary"', 1)[1].split("</nav>", 1)[0]
+    assert "entries/" not in nav
+
+
+def test_search_index_holds_the_signature_text(built_site: Path):
+    index = (built_site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "Watchdog caught collective operation timeout" in index
+
+
+def test_explain_and_page_come_from_one_renderer():
+    kb = load_kb(KB)
+    entry = kb.entries["cuda-out-of-memory"]
+    page, term = to_markdown(entry), to_terminal(entry, width=100)
+    assert entry.fix.summary in page and entry.fix.summary.split()[0] in term
+    for heading in ("Symptoms", "Causes", "Checklist", "Fix"):
+        assert f"## {heading}" in page and heading.upper() in term
+
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) {: onclick=alert(4) }"
+
+
+def hostile_entry() -> str:
+    text = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: hostile-entry")
+    for field in ("title: ", "summary: "):
+        text = re.sub(rf"^{field}.*$", f"{field}{HOSTILE!r}".replace("'", "'"), text, flags=re.M)
+    quoted = "'" + HOSTILE + "'"
+    text = text.replace("  - The first forward pass raises a RuntimeError.", f"  - {quoted}")
+    text = text.replace("  - A tensor was created on the CPU while the model was moved to a GPU.", f"  - {quoted}")
+    text = text.replace("  - The message names two devices.", f"  - {quoted}")
+    text = text.replace("  body: Call `.to(device)` on each input tensor.", f"  body: {quoted}\n  variants:\n    - framework: deepspeed\n      body: {quoted}")
+    text = text.replace("      note: a log line that only mentions devices", f"      note: {quoted}")
+    text += (
+        "commands:\n  - purpose: verify\n    description: " + quoted + "\n    run: " + quoted + "\n"
+        "references:\n  - url: https://example.org/a?b=<script>\n    title: " + quoted + "\n"
+        "conditions:\n  notes: [" + quoted + "]\n  scale: " + quoted + "\n  hardware: " + quoted + "\n"
+    )
+    return text
+
+
+def test_hostile_entry_is_inert(make_kb, tmp_path: Path):
+    root = make_kb({"hostile-entry.yaml": hostile_entry()})
+    kb = load_kb(root)
+    assert not kb.problems, [p.render() for p in kb.problems]
+    site = tmp_path / "site"
+    build_site(kb, REPO / "mkdocs.yml", tmp_path / "docs", site)
+    page = (site / "entries" / "hostile-entry" / "index.html").read_text(encoding="utf-8")
+    content = page.split('<article class="md-content__inner', 1)[1].split("</article>", 1)[0]
+    assert "<script" not in content.lower()
+    assert not re.search(r"<[^>]+\son\w+\s*=", content, re.I), "an inline event handler reached the page"
+    assert "javascript:" not in re.sub(r"&[a-z]+;|&#\d+;", "", " ".join(re.findall(r'href="([^"]*)"', content))).lower()
+    for href in re.findall(r'href="([^"]*)"', content):
+        assert not html.unescape(href).lower().startswith("javascript:")
+    for anchor in re.findall(r"<a [^>]*href=\"https?://[^>]*>", content):
+        assert 'rel="noopener' in anchor, anchor
+    assert "&lt;script&gt;" in content  # the text is shown, as text
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.mark.browser
+def test_browser_home_phase_entry_and_search(built_site: Path):
+    chromium = _chromium()
+    if chromium is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install chromium (see .ci/run)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # keep the test output readable
+            pass
+
+    handler = functools.partial(Quiet, directory=str(built_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    shots = OUTPUT / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=args)
+            for label, viewport in (("desktop", {"width": 1280, "height": 900}), ("phone", {"width": 390, "height": 844})):
+                page = browser.new_page(viewport=viewport)
+                page.goto(base)
+                assert "failure hub" in page.title().lower()
+                page.screenshot(path=str(shots / f"home-{label}.png"), full_page=False)
+                page.goto(base + "phases/communication/")
+                page.screenshot(path=str(shots / f"phase-{label}.png"))
+                page.click("a[href*='entries/nccl-watchdog-timeout/']")
+                page.wait_for_selector(".dkb-entry-header")
+                assert page.get_attribute(".dkb-entry-header", "data-entry-id") == "nccl-watchdog-timeout"
+                page.screenshot(path=str(shots / f"entry-{label}.png"))
+                page.close()
+            # Paste an entry's signature into search; the entry must be among the results.
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(base)
+            page.click("label.md-search__icon, .md-search__input", timeout=5000) if page.is_visible(".md-search__input") else None
+            page.fill(".md-search__input", "Watchdog caught collective operation timeout")
+            page.wait_for_selector(".md-search-result__item", timeout=15000)
+            results = page.inner_html(".md-search-result__list")
+            assert "entries/nccl-watchdog-timeout/" in results
+            page.screenshot(path=str(shots / "search-desktop.png"))
+            browser.close()
+    finally:
+        server.shutdown()
