@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from . import __version__, commands
 
@@ -17,28 +18,33 @@ class UsageError(Exception):
     """Bad arguments or unreadable input: exit code 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The commands a user types when a job has just died start without importing the others (the model,
+# the loader, the site): a fresh `denpex-kb match` should cost little more than Python's own start-up.
+HOT_PATH = {"match": "match_cmd", "scan": "scan_cmd"}
+
+
+def _command_modules(only: str | None = None) -> list[ModuleType]:
+    names = [only] if only else [m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
+    modules = [importlib.import_module(f"{commands.__name__}.{name}") for name in names]
+    return sorted(modules, key=lambda mod: getattr(mod, "ORDER", 99))
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="denpex-kb",
         description="Name the failure behind an ML training error, and how to fix it. Runs locally; no log leaves the machine.",
     )
     parser.add_argument("--version", action="version", version=f"denpex-kb {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    modules = sorted(
-        (
-            importlib.import_module(f"{commands.__name__}.{m.name}")
-            for m in pkgutil.iter_modules(commands.__path__)
-            if not m.name.startswith("_")
-        ),
-        key=lambda mod: getattr(mod, "ORDER", 99),
-    )
-    for module in modules:
+    first = argv[0] if argv else None
+    for module in _command_modules(HOT_PATH.get(first or "")):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)

@@ -113,6 +113,14 @@ def _yaml() -> YAML:
     return y
 
 
+# Characters a `|` block cannot hold as themselves: YAML reads them as line breaks, or they are not printable.
+_NOT_IN_BLOCKS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
+def _block_safe(value: str) -> bool:
+    return not _NOT_IN_BLOCKS.search(value)
+
+
 def _literal_blocks(node: Any) -> None:
     """Multi-line strings become `|` blocks (ruamel falls back to quotes where a block cannot hold the value)."""
     if isinstance(node, CommentedMap):
@@ -122,7 +130,7 @@ def _literal_blocks(node: Any) -> None:
     else:
         return
     for key, value in items:
-        if isinstance(value, str) and "\n" in value and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
+        if isinstance(value, str) and "\n" in value and _block_safe(value) and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
             node[key] = LiteralScalarString(value)
         else:
             _literal_blocks(value)

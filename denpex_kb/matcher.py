@@ -109,5 +109,7 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
         joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
         for sig, m in match_line(joined.text, index, joined):
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
-    ranked = sorted(found.values(), key=lambda r: (-r.score, -r.specificity, r.role != "initiating", r.id))
+    # A root cause outranks fallout reported in the same text (a launcher summary pasted with the traceback),
+    # as in `scan`; then stronger evidence first.
+    ranked = sorted(found.values(), key=lambda r: (r.role != "initiating", -r.score, -r.specificity, r.id))
     return ranked[: max(top, 0)]

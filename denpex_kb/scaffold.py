@@ -29,6 +29,7 @@ PLACEHOLDER_MARK = "<fill in"
 SOURCE_PLACEHOLDER = "captured: <fill in software and version>"
 SIMILAR = 85  # percent: a pasted line this close to an existing example is probably that failure
 _ID_WORDS = 5
+_MIN_SIMILAR_WORDS = 4
 _MIN_MESSAGE = 12  # literal characters a message needs to stand without its exception class
 
 
@@ -139,10 +140,16 @@ def similar_entries(line: str, kb: KnowledgeBase, limit: int = 3) -> list[tuple[
                 text = strip_prefixes(raw).text
                 if text:
                     choices[(entry.id, i * 10_000 + j)] = mask_line(text)
+    query = mask_line(line)
+    if len(query.split()) < _MIN_SIMILAR_WORDS:
+        return []  # a few words are a subset of too many lines to say anything
     found: dict[str, int] = {}
-    for _choice, score, key in process.extract(mask_line(line), choices, scorer=fuzz.ratio, score_cutoff=SIMILAR, limit=50):
+    # token_set_ratio: a pasted line is often a part of a longer example (or the reverse), in the same words.
+    for _choice, score, key in process.extract(query, choices, scorer=fuzz.token_set_ratio, score_cutoff=SIMILAR, limit=50):
         found[key[0]] = max(found.get(key[0], 0), round(score))
-    return sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    ranked = sorted(found.items(), key=lambda kv: (-kv[1], kv[0]))
+    # Only the close runners-up: a generic shared phrase ("CUDA error:") lifts unrelated entries too.
+    return [(i, s) for i, s in ranked if s >= ranked[0][1] - 5][:limit] if ranked else []
 
 
 # --- the file ----------------------------------------------------------------------------------------------

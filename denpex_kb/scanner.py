@@ -127,8 +127,11 @@ class _Collector:
         hits = match_line(text, self.index, line)
         exc = exception_type(text) if not line.indented else None
         if hits:
-            sig, m = max(hits, key=lambda h: (score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
-            values = {k: v for k, v in m.groupdict().items() if v is not None}
+            sig, m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
+            values: dict[str, Any] = {}
+            for other, om in hits:  # every signature of the chosen entry that matched adds its values
+                if other.entry is sig.entry:
+                    values.update({k: v for k, v in om.groupdict().items() if v is not None and k not in values})
             self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role, values)
             return
         if text.startswith(TRACEBACK):

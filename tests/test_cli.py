@@ -107,7 +107,7 @@ def test_check_formats(make_kb, capsys):
     root = make_kb({"bad-one.yaml": GOOD_ENTRY.replace("id: demo-device-mismatch", "id: bad-one").replace("severity: high", "severity: mild")})
     assert main(["check", "--kb", str(root), "--format", "json", "--no-examples"]) == 1
     data = json.loads(capsys.readouterr().out)
-    assert data["errors"] == 1 and data["problems"][0]["line"] == 8
+    assert data["errors"] == 1 and data["problems"][0]["line"] == 7
     assert main(["check", "--kb", str(root), "--format", "junit", "--no-examples"]) == 1
     xml = capsys.readouterr().out
     assert xml.startswith("<testsuite") and "DKB003" in xml
