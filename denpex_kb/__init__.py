@@ -12,9 +12,24 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
 from .bundle import KbIndex, default_index, index_from_kb_dir, load_bundle_dir  # noqa: E402
 from .matcher import Match, match  # noqa: E402
-from .scanner import Finding, ScanError, ScanReport, scan, scan_many  # noqa: E402
+
+if TYPE_CHECKING:
+    from .scanner import Finding, ScanError, ScanReport, scan, scan_many
+
+_LAZY = {"Finding", "ScanError", "ScanReport", "scan", "scan_many"}
+
+
+def __getattr__(name: str) -> Any:
+    # The scanner (threads, processes, gzip) loads on first use, so a one-line `match` starts faster.
+    if name in _LAZY:
+        from . import scanner
+
+        return getattr(scanner, name)
+    raise AttributeError(f"module 'denpex_kb' has no attribute {name!r}")
 
 __all__ = [
     "Finding",

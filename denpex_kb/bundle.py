@@ -11,7 +11,6 @@ import os
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +166,11 @@ class KbIndex:
 
 
 def _read_packaged(name: str) -> str:
+    path = Path(__file__).resolve().parent / "data" / name
+    if path.is_file():  # the usual case: a package installed as files
+        return path.read_text(encoding="utf-8")
+    from importlib import resources  # a zipped install
+
     return resources.files("denpex_kb").joinpath("data", name).read_text(encoding="utf-8")
 
 

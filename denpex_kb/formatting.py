@@ -26,8 +26,9 @@ from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.events import ScalarEvent
-from ruamel.yaml.scalarstring import FoldedScalarString, LiteralScalarString
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString, FoldedScalarString, LiteralScalarString
 
+from .loader import SCHEMA_LINE
 from .model import Entry, Tombstone
 from .yamlio import MAX_FILE_BYTES, YamlProblem, decode, load_text, to_plain
 
@@ -114,15 +115,26 @@ def _yaml() -> YAML:
 
 
 # Characters a `|` block cannot hold as themselves: YAML reads them as line breaks, or they are not printable.
+_UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
 _NOT_IN_BLOCKS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 def _block_safe(value: str) -> bool:
-    return not _NOT_IN_BLOCKS.search(value)
+    """Whether a plain `|` or `|-` block holds `value` exactly. Values needing indentation or keep indicators
+    (leading blanks, only newlines, several trailing newlines, trailing spaces) stay quoted: ruamel's emitter
+    gets some of those wrong, and a reader would not see the difference anyway."""
+    lines = value.split("\n")
+    return (
+        not _NOT_IN_BLOCKS.search(value)
+        and bool(value.strip())
+        and value[:1] not in (" ", "\t", "\n")
+        and not value.endswith("\n\n")
+        and all(line == line.rstrip() for line in lines)
+    )
 
 
 def _literal_blocks(node: Any) -> None:
-    """Multi-line strings become `|` blocks (ruamel falls back to quotes where a block cannot hold the value)."""
+    """Multi-line strings become `|` blocks where a block holds them exactly; Unicode line breaks get escaped."""
     if isinstance(node, CommentedMap):
         items: Any = list(node.items())
     elif isinstance(node, CommentedSeq):
@@ -130,7 +142,10 @@ def _literal_blocks(node: Any) -> None:
     else:
         return
     for key, value in items:
-        if isinstance(value, str) and "\n" in value and _block_safe(value) and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
+        if isinstance(value, str) and _UNICODE_BREAKS.search(value):
+            # Written raw, YAML readers count these as line breaks; escaped (\L, \P, \N) they stay text.
+            node[key] = DoubleQuotedScalarString(value)
+        elif isinstance(value, str) and "\n" in value and _block_safe(value) and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
             node[key] = LiteralScalarString(value)
         else:
             _literal_blocks(value)
@@ -163,6 +178,16 @@ def _shape_for(doc: CommentedMap) -> Shape:
 # --- pass 2: key order, as text ----------------------------------------------------------------------------
 
 
+# Line breaks as ruamel numbers lines: \n and a lone \r. str.splitlines also breaks on \x85, \u2028 and others.
+_BREAK = re.compile("(?<=\n)|(?<=\r)(?!\n)")
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of `text`, numbered as ruamel numbers them, each with its line break."""
+    parts = _BREAK.split(text)
+    return parts[:-1] if parts and parts[-1] == "" else parts
+
+
 def _scalar_lines(text: str) -> set[int]:
     """0-based lines inside multi-line scalars (block, quoted or plain): their `#` lines are text, not comments."""
     inside: set[int] = set()
@@ -177,7 +202,7 @@ def _scalar_lines(text: str) -> set[int]:
 def _reorder_one(text: str) -> str | None:
     """Put the keys of the first out-of-order block mapping in order; None when every mapping is in order."""
     doc = _yaml().load(text)
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     scalar = _scalar_lines(text)
 
     def loose(n: int) -> bool:  # a comment or blank line that is not part of a scalar
@@ -199,8 +224,20 @@ def _reorder_one(text: str) -> str | None:
                 break
         while end - 1 > starts[-1] and loose(end - 1):
             end -= 1
-        # Each key's chunk starts at the comment lines directly above it (the first key's stay in place).
-        bounds = [starts[0]]
+        # Each key's chunk starts at the comment lines directly above it. Above the first key, a blank line or
+        # the schema line ends them: what comes before is the file's header and stays on top. Comments above a
+        # `- ` line belong to the whole item and stay there.
+        first_start = starts[0]
+        in_item = bool(lines[starts[0]][:col].strip())
+        while (
+            not in_item
+            and first_start > 0
+            and first_start - 1 not in scalar
+            and lines[first_start - 1].lstrip().startswith("#")
+            and not lines[first_start - 1].startswith(SCHEMA_LINE)
+        ):
+            first_start -= 1
+        bounds = [first_start]
         for i in range(1, len(keys)):
             s = starts[i]
             while s - 1 > starts[i - 1] and loose(s - 1):
@@ -211,14 +248,15 @@ def _reorder_one(text: str) -> str | None:
         # The first key of a sequence item shares its line with `- `: the dash goes to whichever key is first.
         prefix = lines[starts[0]][:col]
         first = chunks[keys[0]]
-        chunks[keys[0]] = [" " * col + first[0][col:], *first[1:]]
+        at = starts[0] - first_start
+        chunks[keys[0]] = [*first[:at], " " * col + first[at][col:], *first[at + 1 :]]
         head = chunks[wanted[0]]
         lead = 0
         while lead < len(head) and (not head[lead].strip() or head[lead].lstrip().startswith("#")):
             lead += 1
         chunks[wanted[0]] = [*head[:lead], prefix + head[lead][col:], *head[lead + 1 :]]
         body = [line for k in wanted for line in chunks[k]]
-        return "".join(lines[: starts[0]] + body + lines[end:])
+        return "".join(lines[:first_start] + body + lines[end:])
     return None
 
 
@@ -246,7 +284,8 @@ def _comments(text: str) -> Counter[str]:
     """Every comment of the document, full-line or after a value, as text (a `#` inside a scalar is not one)."""
     spans = _scalar_spans(text)
     found: Counter[str] = Counter()
-    for n, line in enumerate(text.splitlines()):
+    for n, line in enumerate(_lines(text)):
+        line = line.rstrip("\r\n\x85\u2028\u2029")
         covered = spans.get(n, [])
         for m in re.finditer("#", line):
             col = m.start()

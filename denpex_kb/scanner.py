@@ -12,7 +12,6 @@ import io
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -207,21 +206,94 @@ def _hints(findings: list[Finding], initiating: Finding | None, index: KbIndex) 
     return hints
 
 
-def _prefilter(index: KbIndex) -> Any:
-    literals = sorted(set(index.all_anchors) | set(GENERIC_MARKERS))
-    options = re2.Options()
-    options.max_mem = 256 << 20  # a big DFA cache keeps the multi-literal search at full speed
-    return re2.compile(b"|".join(re2.escape(a.encode("utf-8")) for a in literals), options)
+class Re2Prefilter:
+    """One multi-literal RE2 search per chunk. Portable; RE2 releases the GIL, so chunks overlap in threads."""
+
+    name = "re2"
+    threaded = True
+
+    def __init__(self, literals: list[str]) -> None:
+        self.literals = literals
+        options = re2.Options()
+        options.max_mem = 256 << 20  # a big DFA cache keeps the multi-literal search at full speed
+        self.pattern = re2.compile(b"|".join(re2.escape(a.encode("utf-8")) for a in literals), options)
+
+    def search(self, data: bytes) -> bool:
+        return self.pattern.search(data) is not None
+
+    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
+        return _line_spans(chunk, (m.start() for m in self.pattern.finditer(chunk)))
 
 
-_PREFILTERS: dict[int, Any] = {}
+class HyperscanPrefilter:
+    """The same search with Hyperscan's SIMD literal matcher, several times faster where its wheel exists."""
+
+    name = "hyperscan"
+    threaded = False  # one scratch space per database
+
+    def __init__(self, literals: list[str]) -> None:
+        import hyperscan
+
+        self.literals = literals
+        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        encoded = [a.encode("utf-8") for a in literals]
+        self.db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
+
+    def _ends(self, data: bytes) -> list[int]:
+        ends: list[int] = []
+        self.db.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: ends.append(end))
+        return ends
+
+    def search(self, data: bytes) -> bool:
+        return bool(self._ends(data))
+
+    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
+        return _line_spans(chunk, (e - 1 for e in sorted(self._ends(chunk))))
 
 
-def prefilter_for(index: KbIndex) -> Any:
-    key = id(index)
+def _line_spans(chunk: bytes, positions: Iterable[int]) -> list[tuple[int, int]]:
+    """(line start, line end) of every line holding one of `positions` (ascending), each line once."""
+    spans: list[tuple[int, int]] = []
+    last_end = -1
+    for pos in positions:
+        if pos <= last_end:
+            continue
+        start = chunk.rfind(b"\n", 0, pos) + 1
+        end = chunk.find(b"\n", pos)
+        end = len(chunk) if end < 0 else end
+        spans.append((start, end))
+        last_end = end
+    return spans
+
+
+Prefilter = Union[Re2Prefilter, HyperscanPrefilter]
+_PREFILTERS: dict[tuple[int, str], Prefilter] = {}
+
+
+def prefilter_for(index: KbIndex, engine: str | None = None) -> Prefilter:
+    """The fastest prefilter available (DENPEX_KB_PREFILTER=re2 forces the portable one)."""
+    engine = engine or os.environ.get("DENPEX_KB_PREFILTER", "auto")
+    key = (id(index), engine)
     if key not in _PREFILTERS:
-        _PREFILTERS[key] = _prefilter(index)
+        _PREFILTERS[key] = _make_prefilter(sorted(set(index.all_anchors) | set(GENERIC_MARKERS)), engine)
     return _PREFILTERS[key]
+
+
+def _make_prefilter(literals: list[str], engine: str) -> Prefilter:
+    if engine in ("auto", "hyperscan"):
+        try:
+            return HyperscanPrefilter(literals)
+        except Exception:  # noqa: BLE001 - no wheel for this platform, or a CPU it does not support
+            if engine == "hyperscan":
+                raise
+    return Re2Prefilter(literals)
+
+
+def _is_big_plain_file(fh: Any) -> bool:
+    if not isinstance(fh, io.BufferedReader):
+        return False
+    st = os.fstat(fh.fileno())
+    return stat.S_ISREG(st.st_mode) and st.st_size >= PARALLEL_MIN
 
 
 def _open(path: Path) -> BinaryIO:
@@ -268,13 +340,18 @@ class _Prepend(io.RawIOBase):
 
 
 def _read_block(fh: BinaryIO) -> tuple[bytes, ScanError | None]:
-    """Up to CHUNK bytes. Reads in small steps so that a truncated or corrupt stream keeps what came before."""
-    read = getattr(fh, "read1", fh.read)
+    """Up to CHUNK bytes. A compressed stream is read in small steps, so that a truncated or corrupt one
+    keeps what came before the damage."""
+    if not isinstance(fh, gzip.GzipFile):
+        try:
+            return fh.read(CHUNK) or b"", None
+        except OSError as exc:
+            return b"", ScanError(f"the log could not be read ({exc}); findings cover what was read")
     parts: list[bytes] = []
     size = 0
     while size < CHUNK:
         try:
-            part = read(min(1 << 20, CHUNK - size))
+            part = fh.read1(min(1 << 20, CHUNK - size))
         except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
             return b"".join(parts), ScanError(f"the log is truncated or corrupt ({exc}); findings cover what was read")
         if not part:
@@ -284,11 +361,16 @@ def _read_block(fh: BinaryIO) -> tuple[bytes, ScanError | None]:
     return b"".join(parts), None
 
 
-def _chunks(fh: BinaryIO, on_bytes: Callable[[int], None] | None, errors: list[ScanError]) -> Iterator[bytes]:
-    """Chunks that end at a line break (the last one may not), with over-long lines cut to MAX_LINE bytes."""
+def _chunks(fh: BinaryIO, limit: int | None, on_bytes: Callable[[int], None] | None, errors: list[ScanError]) -> Iterator[bytes]:
+    """Chunks that end at a line break (the last one may not), with over-long lines cut to MAX_LINE bytes.
+    `limit`: stop after this many bytes (a worker's share of a file)."""
     carry = b""
+    left = limit
     while True:
         block, error = _read_block(fh)
+        if left is not None:
+            block = block[:left]
+            left -= len(block)
         if on_bytes and block:
             on_bytes(len(block))
         if error is not None:
@@ -298,68 +380,126 @@ def _chunks(fh: BinaryIO, on_bytes: Callable[[int], None] | None, errors: list[S
             if data:
                 yield data
             return
-        data = carry + block
+        data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut < 0:
             # One line longer than a chunk: keep its start (what a signature can need), drop the rest.
             carry = data[:MAX_LINE]
             continue
-        yield data[: cut + 1]
+        yield data[: cut + 1] if cut + 1 < len(data) else data
         carry = data[cut + 1 :]
         if len(carry) > MAX_LINE * 4:
             carry = carry[:MAX_LINE]
 
 
-def _scan_chunk(pattern: Any, chunk: bytes) -> list[tuple[int, int]]:
-    """(line start, line end) of every line in `chunk` containing a prefilter literal."""
-    spans: list[tuple[int, int]] = []
-    last_start = -1
-    for m in pattern.finditer(chunk):
-        pos = m.start()
-        start = chunk.rfind(b"\n", 0, pos) + 1
-        if start == last_start:
-            continue
-        end = chunk.find(b"\n", pos)
-        spans.append((start, len(chunk) if end < 0 else end))
-        last_start = start
-    return spans
+@dataclass
+class _Hits:
+    """What a pass over raw bytes yields: the candidate lines, and how many lines there were."""
+
+    lines: list[tuple[int, bytes]] = field(default_factory=list)  # (1-based line number, raw line)
+    count: int = 0
+    error: ScanError | None = None
 
 
-def _scan_stream(
-    fh: BinaryIO, collector: _Collector, pattern: Any, on_bytes: Callable[[int], None] | None
-) -> tuple[int, ScanError | None]:
-    lines = 0
+def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | None, limit: int | None = None,
+          sink: Callable[[int, bytes], None] | None = None) -> _Hits:
+    """Find the candidate lines of a byte stream; each goes to `sink` (or is collected) with its line number."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    out = _Hits()
     errors: list[ScanError] = []
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        # RE2 releases the GIL, so the next chunk is searched while this one's hits are matched.
+    emit = sink or (lambda n, raw: out.lines.append((n, raw)))
+    with ThreadPoolExecutor(max_workers=2 if prefilter.threaded else 1) as pool:
+        # With RE2 (which releases the GIL) the next chunk is searched while this one's hits are matched.
         pending: list[Any] = []
-        chunks = _chunks(fh, on_bytes, errors)
+        chunks = _chunks(fh, limit, on_bytes, errors)
 
-        def submit() -> bool:
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return False
-            pending.append((chunk, pool.submit(_scan_chunk, pattern, chunk)))
-            return True
+        def submit() -> None:
+            chunk = next(chunks, None)
+            if chunk is not None:
+                pending.append((chunk, pool.submit(prefilter.spans, chunk)))
 
-        for _ in range(2):
-            submit()
+        submit()
+        submit()
         while pending:
             chunk, future = pending.pop(0)
             spans = future.result()
             submit()
             counted = 0
-            number = lines
+            number = out.count
             for start, end in spans:
                 number += chunk.count(b"\n", counted, start)
                 counted = start
-                raw = chunk[start : min(end, start + MAX_LINE)].decode("utf-8", "replace")
-                collector.line(raw, number + 1)
-            lines += chunk.count(b"\n")
+                emit(number + 1, chunk[start : min(end, start + MAX_LINE)])
+            out.count += chunk.count(b"\n")
             if chunk and not chunk.endswith(b"\n"):
-                lines += 1
-    return lines, (errors[0] if errors else None)
+                out.count += 1
+    out.error = errors[0] if errors else None
+    return out
+
+
+def _scan_stream(
+    fh: BinaryIO, collector: _Collector, prefilter: Prefilter, on_bytes: Callable[[int], None] | None
+) -> tuple[int, ScanError | None]:
+    found = _hits(fh, prefilter, on_bytes, sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), n))
+    return found.count, found.error
+
+
+# Big plain files are split across processes: the byte search and the newline count are each bound to one
+# core, and a 2 GB log is exactly when the user is waiting.
+PARALLEL_MIN = 64 << 20
+
+
+def _split_points(path: Path, size: int, parts: int) -> list[int]:
+    """Offsets that cut the file into `parts` ranges, each starting at the beginning of a line."""
+    points = [0]
+    with path.open("rb") as fh:
+        for i in range(1, parts):
+            pos = max(size * i // parts, points[-1])
+            fh.seek(pos)
+            # Look for the next line start in bounded steps: a giant line just makes one range bigger.
+            for _ in range(64):
+                block = fh.read(1 << 20)
+                cut = block.find(b"\n")
+                if not block or cut >= 0:
+                    break
+                pos += len(block)
+            if block and cut >= 0:
+                points.append(pos + cut + 1)
+    points.append(size)
+    return sorted(set(p for p in points if p <= size))
+
+
+def _range_worker(path: str, start: int, end: int, literals: list[str], engine: str) -> _Hits:
+    prefilter = _make_prefilter(literals, engine)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return _hits(fh, prefilter, None, limit=end - start)
+
+
+def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Prefilter,
+                   on_bytes: Callable[[int], None] | None) -> tuple[int, ScanError | None] | None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(os.cpu_count() or 1, 8)
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    points = _split_points(path, size, workers)
+    literals = prefilter.literals
+    with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(_range_worker, str(path), a, b, literals, prefilter.name) for a, b in zip(points, points[1:])]
+        offset = 0
+        error: ScanError | None = None
+        for (a, b), future in zip(zip(points, points[1:]), futures):
+            part = future.result()
+            for number, raw in part.lines:
+                collector.line(raw.decode("utf-8", "replace"), offset + number)
+            offset += part.count
+            error = error or part.error
+            if on_bytes:
+                on_bytes(b - a)
+    return offset, error
 
 
 def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
@@ -372,7 +512,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     depend on the order they were given in."""
     index = index or default_index()
     collector = _Collector(index)
-    pattern = prefilter_for(index)
+    prefilter = prefilter_for(index)
     total = 0
     names: list[str] = []
     paths = sorted((s for s in sources if isinstance(s, (str, os.PathLike))), key=lambda p: str(p))
@@ -390,7 +530,10 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             collector.file_name = name
             names.append(name)
             try:
-                count, err = _scan_stream(fh, collector, pattern, progress)  # type: ignore[arg-type]
+                result = None
+                if owned and _is_big_plain_file(fh):
+                    result = _scan_parallel(Path(src), os.fstat(fh.fileno()).st_size, collector, prefilter, progress)  # type: ignore[arg-type]
+                count, err = result or _scan_stream(fh, collector, prefilter, progress)  # type: ignore[arg-type]
             finally:
                 if owned:
                     fh.close()  # type: ignore[union-attr]
@@ -404,7 +547,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             for number, item in enumerate(src, 1):
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
                 raw = raw[:MAX_LINE]
-                if pattern.search(raw.encode("utf-8", "replace")):
+                if prefilter.search(raw.encode("utf-8", "replace")):
                     collector.line(raw.rstrip("\r\n"), number)
             total += number
     report = collector.report(total, names)

@@ -28,9 +28,10 @@ def test_no_match_examples_do_not_match_their_entry(entry):
         assert entry.id not in {r.id for r in match(ex.text, top=50)}, f"{entry.id} matched {ex.text[:120]!r}"
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+@pytest.mark.parametrize("entry", [e for e in ENTRIES if e.status != "draft"], ids=lambda e: e.id)
 def test_entries_meet_the_content_floor(entry):
-    # The standard every entry meets: variety of real examples, benign look-alikes, references.
+    # The standard every published entry meets: variety of real examples, benign look-alikes, references.
+    # A draft (shown as such on the hub) is an entry whose real-world wordings are still being collected.
     assert len(entry.examples.match) >= 4, f"{entry.id}: fewer than 4 match examples"
     assert len(entry.examples.no_match) >= 2, f"{entry.id}: fewer than 2 no_match examples"
     assert entry.references, f"{entry.id}: no references"

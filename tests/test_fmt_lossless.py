@@ -19,7 +19,7 @@ from denpex_kb.cli import main
 from denpex_kb.formatting import format_text
 from denpex_kb.loader import load_entry_file
 from denpex_kb.model import Entry
-from denpex_kb.yamlio import load_text, to_plain
+from denpex_kb.yamlio import YamlProblem, load_text, to_plain
 
 ENTRY_FILES = sorted(p for p in KB.glob("*.yaml") if not p.name.startswith("_"))
 
@@ -112,12 +112,16 @@ def _dump(data: Any, flow: bool) -> str:
     return out.getvalue()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries(), st.randoms(use_true_random=False), st.booleans())
 def test_fmt_is_lossless_for_generated_entries(data: dict[str, Any], rng: random.Random, flow: bool) -> None:
     source = _dump(_shuffled(data, rng), flow)
-    before = to_plain(load_text(source))
-    assume(before == data)  # ruamel's own dumper mangles a few characters (U+0085); such input is not the test
+    try:
+        before = to_plain(load_text(source))
+    except YamlProblem:
+        before = None  # ruamel's dumper writes a few values it cannot read back (`?x` in flow style)
+    # Nor is input that ruamel's dumper mangled (U+0085) what this test is about.
+    assume(before == data)
     formatted = format_text(source)
     after = to_plain(load_text(formatted))
     assert after == before == data
@@ -131,12 +135,18 @@ def test_fmt_is_lossless_for_generated_entries(data: dict[str, Any], rng: random
 
 
 def test_comments_stay_with_their_keys() -> None:
-    source = GOOD_ENTRY.replace("title:", "# about the title\ntitle:").replace(
-        "summary:", "severity: high  # end-of-line\nsummary:"
-    ).replace("severity: high\n", "", 1)
-    moved = source.replace("id: demo-device-mismatch\n", "") + "id: demo-device-mismatch\n"
-    out = format_text(moved)
-    assert out.splitlines()[1] == "id: demo-device-mismatch"
+    source = (
+        GOOD_ENTRY.replace("id: demo-device-mismatch\n", "")
+        .replace("title:", "# about the title\ntitle:")
+        .replace("severity: high\n", "severity: high  # end-of-line\n")
+        + "# the id, moved to the end by hand\nid: demo-device-mismatch\n"
+    )
+    out = format_text(source)
+    assert out.splitlines()[:3] == [
+        "# yaml-language-server: $schema=../schema/entry.schema.json",
+        "# the id, moved to the end by hand",
+        "id: demo-device-mismatch",
+    ]
     assert "# about the title\ntitle:" in out
     assert "severity: high  # end-of-line\n" in out
     assert format_text(out) == out

@@ -98,3 +98,39 @@ def test_hard_wrapped_line_is_still_matched_by_match():
         " Timeout(ms)=1800000) ran for 1800010 milliseconds before timing out."
     )  # https://github.com/huggingface/open-r1/issues/620
     assert match(wrapped)[0].id == "nccl-watchdog-timeout"
+
+
+def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
+    from denpex_kb import default_index
+    from denpex_kb.scanner import HyperscanPrefilter, Re2Prefilter, _Collector, _scan_stream
+
+    log = tmp_path / "job.log"
+    log.write_text("\n".join(job_log() * 3) + "\n", encoding="utf-8")
+    index = default_index()
+    literals = sorted(set(index.all_anchors) | {"Traceback (most recent call last)", "Error", "Exception", "Interrupt"})
+    engines = [Re2Prefilter(literals)]
+    try:
+        engines.append(HyperscanPrefilter(literals))
+    except ImportError:
+        pass  # no Hyperscan wheel on this platform: the portable engine alone
+    results = []
+    for engine in engines:
+        collector = _Collector(index)
+        with log.open("rb") as fh:
+            lines, error = _scan_stream(fh, collector, engine, None)
+        assert error is None and lines == len(job_log()) * 3
+        results.append([f.to_dict() for f in collector.report(lines, [str(log)]).findings])
+    assert all(r == results[0] for r in results) and results[0]
+
+
+def test_big_files_split_across_processes_give_the_same_report(tmp_path: Path, monkeypatch):
+    from denpex_kb import scanner
+
+    log = tmp_path / "big.log"
+    log.write_text("\n".join(job_log() * 40) + "\n", encoding="utf-8")
+    sequential = scan(log)
+    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(scanner, "CHUNK", 64 << 10)  # many chunks per process, too
+    parallel = scan(log)
+    assert parallel.lines == sequential.lines == len(job_log()) * 40
+    assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in sequential.findings]

@@ -15,8 +15,12 @@ if TYPE_CHECKING:  # the runtime path (match, scan) must not pay for the loader 
     from ..loader import KnowledgeBase
 
 
-def add_kb_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kb", metavar="DIR", help="knowledge-base directory (default: ./kb, else the one shipped in the package)")
+def add_kb_option(parser: argparse.ArgumentParser, *, runtime: bool = False) -> None:
+    if runtime:
+        text = "use this knowledge-base directory (compiled in memory) instead of the bundle shipped in the package"
+    else:
+        text = "knowledge-base directory (default: ./kb, else the entry sources shipped in the package)"
+    parser.add_argument("--kb", metavar="DIR", help=text)
 
 
 def kb_dir(args: argparse.Namespace) -> Path:

@@ -14,7 +14,7 @@ ORDER = 25
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explain", help="show an entry: causes, checklist, fix, commands")
     p.add_argument("id", metavar="ID")
-    add_kb_option(p)
+    add_kb_option(p, runtime=True)
     p.set_defaults(handler=run)
 
 

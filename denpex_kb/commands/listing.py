@@ -12,7 +12,7 @@ ORDER = 30
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="list every entry")
-    add_kb_option(p)
+    add_kb_option(p, runtime=True)
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.add_argument("--phase", help="only entries of this phase")
     p.set_defaults(handler=run)

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("text", nargs="*", metavar="TEXT", help="the error text; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help='print {"query": ..., "matches": [...]}')
     p.add_argument("--top", type=int, default=5, metavar="N", help="at most N matches (default 5)")
-    add_kb_option(p)
+    add_kb_option(p, runtime=True)
     p.set_defaults(handler=run)
 
 

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help="find the initiating failure in training logs (plain or .gz; '-' is stdin)")
     p.add_argument("logs", nargs="*", metavar="LOG", help="log files; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    add_kb_option(p)
+    add_kb_option(p, runtime=True)
     p.set_defaults(handler=run)
 
 
