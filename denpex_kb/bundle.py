@@ -71,6 +71,31 @@ class CompiledSig:
         return self._regex
 
 
+class FingerprintEvent:
+    __slots__ = ("pattern", "anchors", "_regex")
+
+    def __init__(self, pattern: str, anchors: tuple[str, ...]) -> None:
+        self.pattern = pattern
+        self.anchors = anchors
+        self._regex: Any = None
+
+    def matches(self, text: str) -> bool:
+        if not any(a in text for a in self.anchors):
+            return False
+        if self._regex is None:
+            self._regex = re2.compile(self.pattern, _RE2_OPTIONS)
+        return self._regex.search(text) is not None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """An ordered run of events that, seen within `within` lines, identifies the entry."""
+
+    entry: EntryInfo
+    within: int
+    events: list[FingerprintEvent]
+
+
 def _interior_words(anchor: str) -> list[str]:
     """Words of `anchor` that are whole words in any line containing it (not cut by the anchor's edges)."""
     words = []
@@ -97,6 +122,10 @@ class KbIndex:
         self.tombstones: dict[str, str | None] = index.get("tombstones", {})
         self.signatures = [
             CompiledSig(self.entries[s[0]], s[1], s[2], s[3], s[4], s[5], s[6]) for s in index["signatures"]
+        ]
+        self.fingerprints = [
+            Fingerprint(self.entries[f[0]], f[1], [FingerprintEvent(p, tuple(a)) for p, a in f[2]])
+            for f in index.get("fingerprints", [])
         ]
         self._entries_loader = entries_loader
         self._build_word_index()
@@ -162,7 +191,9 @@ class KbIndex:
 
     @cached_property
     def all_anchors(self) -> list[str]:
-        return sorted({a for s in self.signatures for a in s.anchors})
+        found = {a for s in self.signatures for a in s.anchors}
+        found.update(a for fp in self.fingerprints for ev in fp.events for a in ev.anchors)
+        return sorted(found)
 
 
 def _read_packaged(name: str) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE
 from .loader import KnowledgeBase
-from .model import Command, CommandPurpose, Entry
+from .model import Command, CommandPurpose, Entry, Signature
 from .signatures import compile_signature
 
 __all__ = ["BUNDLE_FORMAT", "ENTRIES_FILE", "INDEX_FILE", "compile_kb", "dumps", "write_bundle"]
@@ -29,6 +29,7 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return (index, entries) as JSON-ready objects. The knowledge base must have passed `check`."""
     entries: list[dict[str, Any]] = []
     signatures: list[list[Any]] = []
+    fingerprints: list[list[Any]] = []
     for i, entry_id in enumerate(sorted(kb.entries)):
         entry = kb.entries[entry_id]
         entries.append(
@@ -48,6 +49,9 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
             signatures.append(
                 [i, j, compiled.pattern, list(compiled.anchors), compiled.specificity, sig.role.value, sig.stream.value]
             )
+        if entry.fingerprint:
+            events = [compile_signature(Signature(kind=ev.kind, text=ev.text)) for ev in entry.fingerprint.events]
+            fingerprints.append([i, entry.fingerprint.within_lines, [[c.pattern, list(c.anchors)] for c in events]])
     full = {
         entry_id: kb.entries[entry_id].model_dump(mode="json", exclude_none=True) for entry_id in sorted(kb.entries)
     }
@@ -58,6 +62,7 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
         "digest": digest,
         "entries": entries,
         "signatures": signatures,
+        "fingerprints": fingerprints,
         "tombstones": tombstones,
     }
     return index, {"format": BUNDLE_FORMAT, "digest": digest, "entries": full}

@@ -29,6 +29,8 @@ TRACEBACK = "Traceback (most recent call last)"
 TRACEBACK_REACH = 400  # lines after a traceback header in which its exception line is expected
 GENERIC_MARKERS = (TRACEBACK, "Error", "Exception", "Interrupt")
 UNKNOWN_SCORE = 40
+FINGERPRINT_SCORE = 80  # an ordered sequence of events, when no single line named the entry
+FINGERPRINT_BONUS = 10
 
 # What a negative exit code in a launcher summary says: the signal that ended the rank, and the entry that
 # usually explains it.
@@ -115,6 +117,8 @@ class _Collector:
         self.index = index
         self.groups: dict[tuple[str, str], Finding] = {}
         self.tracebacks: dict[tuple[int, int | None], int] = {}  # (file, rank) -> line of the last header
+        # (file, fingerprint, rank) -> (next event, line of the first event)
+        self.progress: dict[tuple[int, int, int | None], tuple[int, int]] = {}
         self.file_no = 0
         self.file_name: str | None = None
 
@@ -123,8 +127,13 @@ class _Collector:
         text = line.text
         if not text:
             return
-        hits = match_line(text, self.index, line)
         exc = exception_type(text) if not line.indented else None
+        self._match(text, line, number, exc)
+        if self.index.fingerprints:  # after the line's own finding, which a completed sequence strengthens
+            self._fingerprints(text, line.rank, number, exc)
+
+    def _match(self, text: str, line: Any, number: int, exc: str | None) -> None:
+        hits = match_line(text, self.index, line)
         if hits:
             sig, m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
             values: dict[str, Any] = {}
@@ -141,6 +150,33 @@ class _Collector:
             if start is not None and 0 < number - start <= TRACEBACK_REACH:
                 self._add(None, None, text, line.rank, number, UNKNOWN_SCORE, exc, "initiating", {})
                 del self.tracebacks[(self.file_no, line.rank)]
+
+    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None) -> None:
+        for k, fp in enumerate(self.index.fingerprints):
+            key = (self.file_no, k, rank)
+            step, first = self.progress.get(key, (0, number))
+            if step and number - first > fp.within:
+                step, first = 0, number  # too far apart: start over
+            if not fp.events[step].matches(text):
+                if step == 0 or not fp.events[0].matches(text):
+                    continue
+                step, first = 0, number
+            step, first = step + 1, (number if step == 0 else first)
+            if step < len(fp.events):
+                self.progress[key] = (step, first)
+                continue
+            self.progress.pop(key, None)
+            self._fingerprint_found(fp.entry.id, fp.entry.title, text, rank, number, exc)
+
+    def _fingerprint_found(self, entry_id: str, title: str, text: str, rank: int | None, number: int, exc: str | None) -> None:
+        # The whole sequence was seen: stronger evidence than any one line. Boost the entry's finding, or
+        # report it when no single line named it.
+        for f in self.groups.values():
+            if f.id == entry_id and f.file == self.file_name:
+                f.score = min(99, f.score + FINGERPRINT_BONUS)
+                f.values["fingerprint"] = True
+                return
+        self._add(entry_id, title, text, rank, number, FINGERPRINT_SCORE, exc, "initiating", {"fingerprint": True})
 
     def _add(self, entry_id: str | None, title: str | None, text: str, rank: int | None, number: int, score: int,
              exc: str | None, role: str, values: dict[str, Any]) -> None:

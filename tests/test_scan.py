@@ -134,3 +134,21 @@ def test_big_files_split_across_processes_give_the_same_report(tmp_path: Path, m
     parallel = scan(log)
     assert parallel.lines == sequential.lines == len(job_log()) * 40
     assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in sequential.findings]
+
+
+def test_fingerprint_sequence_strengthens_the_finding():
+    # Captured with torch 2.13.0 on the CPU (kb/gradient-checkpointing-no-grad.yaml): the checkpoint warning,
+    # then the autograd error, is the entry's fingerprint.
+    warning = (
+        "/tmp/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:238: UserWarning: None of the inputs have "
+        "requires_grad=True. Gradients will be None"
+    )
+    error = "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"
+    alone = scan([error]).initiating
+    both = scan([warning, "Traceback (most recent call last):", '  File "/tmp/fw/cap/gc.py", line 7, in <module>', error]).initiating
+    assert alone is not None and both is not None
+    assert alone.id == both.id == "gradient-checkpointing-no-grad"
+    assert both.values.get("fingerprint") is True and "fingerprint" not in alone.values
+    assert both.score > alone.score
+    far = scan([warning] + ["step"] * 500 + [error]).initiating  # beyond within_lines: no sequence
+    assert far is not None and "fingerprint" not in far.values

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..loader import SCHEMA_LINE, KnowledgeBase, Loaded
-from ..model import Entry
+from ..model import Entry, Signature
 from ..problems import Problem, Severity
 from ..signatures import SignatureError, compile_signature
 from . import EntryCheck, register
@@ -77,6 +77,11 @@ class SignaturesCompile(EntryCheck):
                 compile_signature(sig)
             except SignatureError as exc:
                 yield self.problem(loaded, ("signatures", i, "text"), f"{sig.kind.value} signature: {exc}")
+        for i, event in enumerate(entry.fingerprint.events if entry.fingerprint else []):
+            try:
+                compile_signature(Signature(kind=event.kind, text=event.text))
+            except SignatureError as exc:
+                yield self.problem(loaded, ("fingerprint", "events", i, "text"), f"fingerprint event: {exc}")
 
 
 @register

@@ -1,0 +1,217 @@
+"""One renderer for an entry: a list of sections, written out as a hub page (Markdown) or as terminal text.
+
+`entry_sections` decides what an entry shows and in which order; `to_markdown` and `to_terminal` only decide
+how. So `denpex-kb explain ID` and the entry's page never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import PHASE_INFO, Entry, Framework, Phase
+from .sanitize import fence, link, safe_inline, safe_markdown
+
+REPO_URL = "https://github.com/denpex-kb/denpex-kb"
+
+FRAMEWORK_LABELS = {
+    Framework.pytorch: "PyTorch",
+    Framework.deepspeed: "DeepSpeed",
+    Framework.fsdp: "FSDP",
+    Framework.hf_trainer: "HF Trainer",
+    Framework.accelerate: "Accelerate",
+    Framework.lightning: "Lightning",
+    Framework.megatron: "Megatron",
+    Framework.slurm: "Slurm",
+    Framework.kubernetes: "Kubernetes",
+}
+PURPOSE_LABELS = {"preserve": "Preserve the evidence", "diagnose": "Diagnose", "verify": "Verify the fix"}
+
+
+@dataclass
+class Section:
+    title: str
+    items: list[tuple[str, Any]] = field(default_factory=list)  # (kind, payload)
+
+    def add(self, kind: str, payload: Any) -> "Section":
+        self.items.append((kind, payload))
+        return self
+
+
+def edit_url(entry_id: str) -> str:
+    return f"{REPO_URL}/edit/main/kb/{entry_id}.yaml"
+
+
+def report_url(entry_id: str) -> str:
+    query = urllib.parse.urlencode({"template": "false-match.yml", "entry": entry_id, "title": f"False match: {entry_id}"})
+    return f"{REPO_URL}/issues/new?{query}"
+
+
+def phase_title(phase: Phase | str) -> str:
+    return PHASE_INFO[Phase(phase)][0]
+
+
+def entry_sections(entry: Entry) -> list[Section]:
+    """What an entry shows, in order. Payload kinds: text (markdown), list, tasks, code, tabs, pairs, links."""
+    sections: list[Section] = []
+    first = entry.examples.match[0].text
+    sections.append(Section("What you see").add("code", first.strip()).add("text", entry.summary))
+    sections.append(Section("Symptoms").add("list", entry.symptoms))
+    sections.append(Section("Causes").add("list", entry.causes))
+    cond = entry.conditions
+    conditions = Section("Conditions")
+    if cond.notes:
+        conditions.add("list", cond.notes)
+    pairs = [(pkg, spec) for pkg, spec in sorted(cond.versions.items())]
+    if pairs:
+        conditions.add("pairs", [("Affected versions", "")] + [(f"`{p}`", f"`{s}`") for p, s in pairs])
+    extra = [(label, value) for label, value in (("Scale", cond.scale), ("Hardware", cond.hardware)) if value]
+    if extra:
+        conditions.add("pairs", extra)
+    if conditions.items:
+        sections.append(conditions)
+    sections.append(Section("Checklist").add("tasks", entry.checklist))
+    fix = Section("Fix").add("text", f"**{entry.fix.summary}**").add("text", entry.fix.body)
+    if entry.fix.variants:
+        fix.add("tabs", [(FRAMEWORK_LABELS[v.framework], v.body) for v in entry.fix.variants])
+    sections.append(fix)
+    if entry.commands:
+        commands = Section("Commands")
+        for purpose in ("preserve", "diagnose", "verify"):
+            chosen = [c for c in entry.commands if c.purpose.value == purpose]
+            if chosen:
+                commands.add("subheading", PURPOSE_LABELS[purpose])
+                for c in chosen:
+                    commands.add("text", c.description).add("shell", c.run)
+        sections.append(commands)
+    sigs = Section("Signatures")
+    for s in entry.signatures:
+        sigs.add("text", f"{s.kind.value}, {s.stream.value}, {s.role.value}" + (f": {s.note}" if s.note else ""))
+        sigs.add("code", s.text)
+    sections.append(sigs)
+    examples = Section("Real output")
+    for ex in entry.examples.match:
+        examples.add("code", ex.text.rstrip())
+        examples.add("source", ex.source)
+    if entry.examples.no_match:
+        examples.add("subheading", "Not this failure")
+        for nm in entry.examples.no_match:
+            examples.add("code", nm.text.rstrip())
+            if nm.note:
+                examples.add("text", nm.note)
+    sections.append(examples)
+    if entry.related:
+        sections.append(Section("Related").add("related", [(r.id, r.relation.value) for r in entry.related]))
+    if entry.references:
+        sections.append(Section("References").add("links", [(r.url, r.title) for r in entry.references]))
+    return sections
+
+
+# --- Markdown (the hub) ---------------------------------------------------------------------------------
+
+
+def front_matter(entry: Entry) -> str:
+    meta = {
+        "title": entry.title,
+        "description": entry.summary,
+        "tags": list(entry.tags),
+        "entry_id": entry.id,
+        "phase": entry.phase.value,
+        "phase_title": phase_title(entry.phase),
+        "status": entry.status,
+        "severity": entry.severity.value,
+        "since": entry.since,
+        "edit_url": edit_url(entry.id),
+        "report_url": report_url(entry.id),
+    }
+    # JSON is valid YAML and escapes every string safely.
+    lines = [f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in meta.items()]
+    return "---\n" + "\n".join(lines) + "\n---\n"
+
+
+def _source_md(source: str) -> str:
+    if source.startswith(("http://", "https://")):
+        return "Source: " + link(source, source)
+    return "Source: " + safe_inline(source)
+
+
+def to_markdown(entry: Entry) -> str:
+    out = [front_matter(entry), f"# {safe_inline(entry.title)}\n"]
+    for section in entry_sections(entry):
+        out.append(f"## {section.title}\n")
+        for kind, payload in section.items:
+            if kind == "text":
+                out.append(safe_markdown(payload) + "\n")
+            elif kind == "subheading":
+                out.append(f"### {payload}\n")
+            elif kind == "list":
+                out.append("\n".join(f"- {safe_inline(x)}" for x in payload) + "\n")
+            elif kind == "tasks":
+                out.append("\n".join(f"- [ ] {safe_inline(x)}" for x in payload) + "\n")
+            elif kind == "code":
+                out.append(fence(payload) + "\n")
+            elif kind == "shell":
+                out.append(fence(payload, "bash") + "\n")
+            elif kind == "source":
+                out.append(f"<small>{_source_md(payload)}</small>\n")
+            elif kind == "pairs":
+                rows = [f"| {safe_inline(a)} | {safe_inline(b)} |" for a, b in payload]
+                head = "| | |\n|---|---|" if payload[0][1] else ""
+                if head:
+                    out.append(head + "\n" + "\n".join(rows) + "\n")
+                else:
+                    out.append(f"**{payload[0][0]}**\n\n| Package | Versions |\n|---|---|\n" + "\n".join(rows[1:]) + "\n")
+            elif kind == "tabs":
+                for label, body in payload:
+                    out.append(f'=== "{label}"\n\n' + textwrap.indent(safe_markdown(body), "    ") + "\n")
+            elif kind == "related":
+                out.append("\n".join(f"- [{rid}]({rid}.md) ({rel})" for rid, rel in payload) + "\n")
+            elif kind == "links":
+                out.append("\n".join(f"- {link(url, title)}" for url, title in payload) + "\n")
+    return "\n".join(out)
+
+
+# --- Terminal (`denpex-kb explain`) ----------------------------------------------------------------------
+
+
+def to_terminal(entry: Entry, width: int | None = None) -> str:
+    width = width or min(shutil.get_terminal_size((100, 20)).columns, 100)
+    wrap = lambda t, ind="": textwrap.fill(" ".join(t.split()), width, initial_indent=ind, subsequent_indent=ind)  # noqa: E731
+    out = [entry.title, "=" * min(len(entry.title), width)]
+    out.append(f"id: {entry.id}   phase: {entry.phase.value}   severity: {entry.severity.value}   status: {entry.status}")
+    for section in entry_sections(entry):
+        if section.title in ("Real output", "Signatures"):
+            continue  # long and raw; the page has them
+        out.append("")
+        out.append(section.title.upper())
+        for kind, payload in section.items:
+            if kind == "text":
+                for para in str(payload).split("\n\n"):
+                    if para.lstrip().startswith(("```", "    ")):
+                        out.append(textwrap.indent(para.strip("\n"), "    "))
+                    else:
+                        out.append(wrap(para.replace("**", ""), "  "))
+            elif kind == "subheading":
+                out.append(f"  {payload}:")
+            elif kind in ("list", "tasks"):
+                mark = "[ ] " if kind == "tasks" else "- "
+                for x in payload:
+                    out.append(textwrap.fill(" ".join(x.split()), width, initial_indent="  " + mark, subsequent_indent="  " + " " * len(mark)))
+            elif kind in ("code", "shell"):
+                prefix = "    $ " if kind == "shell" else "    "
+                out.extend(prefix + ln for ln in payload.splitlines()[:12])
+            elif kind == "pairs":
+                out.extend(f"  {a}: {b}".replace("`", "") for a, b in payload if b)
+            elif kind == "tabs":
+                for label, body in payload:
+                    out.append(f"  [{label}]")
+                    out.append(textwrap.indent(body.strip(), "    "))
+            elif kind == "related":
+                out.extend(f"  - {rid} ({rel})" for rid, rel in payload)
+            elif kind == "links":
+                out.extend(f"  - {title}: {url}" for url, title in payload)
+    return "\n".join(out) + "\n"
