@@ -50,3 +50,9 @@ def test_knowledge_base_is_clean():
 
     problems = run_checks(load_kb(KB))
     assert problems == [], "\n".join(p.render() for p in problems)
+
+
+def test_knowledge_base_is_in_canonical_format(capsys):
+    from denpex_kb.cli import main
+
+    assert main(["fmt", "--check", "--kb", str(KB)]) == 0, capsys.readouterr().out

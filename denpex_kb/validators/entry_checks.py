@@ -96,3 +96,22 @@ class RelatedNotSelf(EntryCheck):
             for i, rel in enumerate(entry.related):
                 if rel.id == entry.id:
                     yield self.problem(loaded, ("related", i, "id"), "an entry cannot be related to itself; remove this item")
+
+
+@register
+class PlaceholdersFilled(EntryCheck):
+    name = "placeholders"
+    code = "DKB008"
+    description = "No `<fill in ...>` placeholder from `denpex-kb new` is left in the entry."
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        from ..scaffold import PLACEHOLDER_MARK, placeholders
+
+        for loc, line, col in placeholders(loaded.doc):
+            value = loaded.doc
+            for key in loc:
+                value = value[key]
+            if isinstance(value, str) and PLACEHOLDER_MARK in value:
+                where = ".".join(str(k) for k in loc)
+                yield Problem(loaded.display, line, col, self.code, self.name,
+                              f"{where} still holds the scaffold's placeholder {value.strip()[:60]!r}; replace it with the real value")

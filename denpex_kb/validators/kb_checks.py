@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..loader import KnowledgeBase
-from ..model import Entry, Tombstone
+from ..model import Entry
 from ..problems import Problem
 from . import KbCheck, register
 

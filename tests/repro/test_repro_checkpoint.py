@@ -10,29 +10,24 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from _helpers import run_failing, torchrun_args, write_script  # noqa: E402
+
 from denpex_kb import scan  # noqa: E402
 
 
-def _run(args: list[str], cwd, timeout: int = 60) -> str:
-    proc = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    assert proc.returncode != 0, proc.stdout
-    return proc.stdout
+_run = run_failing
 
 
-def _script(tmp_path, name: str, body: str):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
-    return path
+_script = write_script
 
 
 def _torchrun(script) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)]
+    return torchrun_args(script)
 
 
 @pytest.mark.repro

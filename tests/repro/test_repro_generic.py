@@ -7,7 +7,6 @@ names the expected entry as the root cause.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -15,17 +14,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from _helpers import run_failing, torchrun_args  # noqa: E402
+
 from denpex_kb import scan  # noqa: E402
 
 
-def _run(args: list[str], cwd, timeout: int = 60) -> str:
-    proc = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    assert proc.returncode != 0, proc.stdout
-    return proc.stdout
+_run = run_failing
 
 
 def _torchrun(script, cwd) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--tee", "3", str(script)]
+    return torchrun_args(script, tee=True)
 
 
 @pytest.mark.repro

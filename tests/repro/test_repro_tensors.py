@@ -6,46 +6,27 @@ torchrun with two gloo ranks), and checks that `scan` names the expected entry a
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from _helpers import run_failing, torchrun_args, write_script  # noqa: E402
+
 from denpex_kb import scan  # noqa: E402
 
 
-def _run(args: list[str], cwd, timeout: int = 60) -> str:
-    proc = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    assert proc.returncode != 0, proc.stdout
-    return proc.stdout
+_run = run_failing
 
 
 def _python(tmp_path, body: str) -> str:
-    script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent(body))
-    return _run([sys.executable, str(script)], tmp_path)
+    return _run([sys.executable, str(write_script(tmp_path, "job.py", body))], tmp_path)
 
 
 def _torchrun(tmp_path, body: str, env: dict[str, str] | None = None) -> str:
-    import os
-
-    script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent(body))
-    args = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", str(script)]
-    proc = subprocess.run(
-        args,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=90,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )
-    assert proc.returncode != 0, proc.stdout
-    return proc.stdout
+    script = write_script(tmp_path, "job.py", body)
+    return run_failing(torchrun_args(script), tmp_path, timeout=90, env=env)
 
 
 def _root(output: str) -> str | None:
