@@ -117,9 +117,11 @@ class D(Dataset):
     def __getitem__(self, i):
         if i == 10:
             {action}
-        return i  # plain ints: no tensor fds in flight when the worker dies
+        return i
 if __name__ == "__main__":
-    for _ in DataLoader(D(), batch_size=2, num_workers=2):
+    # collate_fn=list keeps batches as plain lists: no tensor file descriptors in flight when the worker dies,
+    # which would otherwise race the death report with a ConnectionResetError in the main process.
+    for _ in DataLoader(D(), batch_size=2, num_workers=2, collate_fn=list):
         pass
 """
 
