@@ -6,7 +6,6 @@ mix of literal, template and regex signatures that the real knowledge base has.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from denpex_kb.compiler import BUNDLE_FORMAT, dumps

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 import re2
 
@@ -35,8 +36,9 @@ def entry_url(entry_id: str) -> str:
     return f"{hub_url()}entries/{entry_id}/"
 
 
-@dataclass(frozen=True)
-class EntryInfo:
+class EntryInfo(NamedTuple):
+    """What the matcher reports of an entry; the prose stays in entries.json until asked for."""
+
     id: str
     title: str
     phase: str
@@ -87,8 +89,7 @@ class FingerprintEvent:
         return self._regex.search(text) is not None
 
 
-@dataclass(frozen=True)
-class Fingerprint:
+class Fingerprint(NamedTuple):
     """An ordered run of events that, seen within `within` lines, identifies the entry."""
 
     entry: EntryInfo
@@ -197,9 +198,10 @@ class KbIndex:
 
 
 def _read_packaged(name: str) -> str:
-    path = Path(__file__).resolve().parent / "data" / name
-    if path.is_file():  # the usual case: a package installed as files
-        return path.read_text(encoding="utf-8")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", name)
+    if os.path.isfile(path):  # the usual case: a package installed as files
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
     from importlib import resources  # a zipped install
 
     return resources.files("denpex_kb").joinpath("data", name).read_text(encoding="utf-8")
@@ -214,6 +216,8 @@ def default_index() -> KbIndex:
     if _DEFAULT is None:
         override = os.environ.get("DENPEX_KB_BUNDLE")
         if override:
+            from pathlib import Path
+
             _DEFAULT = load_bundle_dir(Path(override))
         else:
             index = json.loads(_read_packaged(INDEX_FILE))

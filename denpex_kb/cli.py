@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -24,7 +22,14 @@ HOT_PATH = {"match": "match_cmd", "scan": "scan_cmd"}
 
 
 def _command_modules(only: str | None = None) -> list[ModuleType]:
-    names = [only] if only else [m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
+    import importlib
+
+    if only:
+        names = [only]
+    else:
+        import pkgutil
+
+        names = [m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
     modules = [importlib.import_module(f"{commands.__name__}.{name}") for name in names]
     return sorted(modules, key=lambda mod: getattr(mod, "ORDER", 99))
 
@@ -35,7 +40,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Name the failure behind an ML training error, and how to fix it. Runs locally; no log leaves the machine.",
     )
     parser.add_argument("--version", action="version", version=f"denpex-kb {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # An explicit prog spares argparse a help formatter (and its imports) on every start.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", prog="denpex-kb")
     first = argv[0] if argv else None
     for module in _command_modules(HOT_PATH.get(first or "")):
         module.register(sub)

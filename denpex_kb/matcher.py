@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .bundle import CompiledSig, KbIndex, default_index
@@ -19,24 +18,37 @@ def score_for(specificity: int) -> int:
     return min(99, 55 + specificity // 2)
 
 
-@dataclass
 class Match:
-    id: str
-    title: str
-    phase: str
-    severity: str
-    score: int
-    signature: str  # the pattern that matched
-    role: str  # the signature's role: initiating or collateral
-    line: str  # the normalised line it matched
-    values: dict[str, Any] = field(default_factory=dict)  # extracted values: sizes, ranks, codes
-    fix: str = ""
-    url: str = ""
-    specificity: int = 0
-    line_number: int = 1  # 1-based, within the text given
+    """One entry that `match` found in the text, with the evidence."""
+
+    __slots__ = ("id", "title", "phase", "severity", "score", "signature", "role", "line", "values", "fix", "url",
+                 "specificity", "line_number")
+
+    def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
+                 line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
+                 line_number: int = 1) -> None:
+        self.id = id
+        self.title = title
+        self.phase = phase
+        self.severity = severity
+        self.score = score  # 0-100
+        self.signature = signature  # the pattern that matched
+        self.role = role  # the signature's role: initiating or collateral
+        self.line = line  # the normalised line it matched
+        self.values = values if values is not None else {}  # extracted values: sizes, ranks, codes
+        self.fix = fix  # the one-line fix
+        self.url = url  # the entry's page on the hub
+        self.specificity = specificity
+        self.line_number = line_number  # 1-based, within the text given
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Match) and self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return f"Match(id={self.id!r}, score={self.score}, line={self.line[:60]!r}, values={self.values})"
 
 
 def _values(m: Any, line: Line, exc: str | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ since real lines stack them (`2024-05-01 10:00:00 node7: [rank3]: ...`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 MAX_LINE = 16_384  # what a signature can need; the rest of a giant line is not read
 
@@ -18,11 +18,11 @@ _SPACES = re.compile(r"\s+")
 _TQDM = re.compile(r"^.*?\d{1,3}%\|[^|]{0,200}\| ?[\d.]+[kMG]?/[\d.?]+[kMG]? \[[^\]]{0,80}\]")
 
 
-@dataclass(frozen=True)
-class Prefix:
+class Prefix(NamedTuple):
+    """One kind of prefix; the pattern's named groups (rank, host, pid, level, device) are kept."""
+
     name: str
     pattern: re.Pattern[str]
-    # named groups the pattern captures: rank, host, pid, level, device
 
 
 PREFIXES: tuple[Prefix, ...] = (
@@ -58,14 +58,21 @@ PREFIXES: tuple[Prefix, ...] = (
 )
 
 
-@dataclass
 class Line:
-    text: str  # normalised: prefixes and colours removed, whitespace collapsed
-    rank: int | None = None
-    host: str | None = None
-    pid: int | None = None
-    prefixes: list[str] = field(default_factory=list)
-    indented: bool = False  # the message itself started with whitespace (a traceback frame)
+    """A normalised line: prefixes and colours removed, whitespace collapsed, and what the prefixes said."""
+
+    __slots__ = ("text", "rank", "host", "pid", "prefixes", "indented")
+
+    def __init__(self, text: str, rank: int | None = None, host: str | None = None, pid: int | None = None) -> None:
+        self.text = text
+        self.rank = rank
+        self.host = host
+        self.pid = pid
+        self.prefixes: list[str] = []
+        self.indented = False  # the message itself started with whitespace (a traceback frame)
+
+    def __repr__(self) -> str:
+        return f"Line(text={self.text!r}, rank={self.rank}, host={self.host!r}, pid={self.pid}, prefixes={self.prefixes})"
 
 
 def strip_prefixes(raw: str) -> Line:

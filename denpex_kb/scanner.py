@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gzip
 import io
+import mmap
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Union
 
@@ -257,8 +258,12 @@ class Re2Prefilter:
     def search(self, data: bytes) -> bool:
         return self.pattern.search(data) is not None
 
+    def positions(self, data: Any) -> list[int]:
+        """Where prefilter literals occur in `data` (bytes or a buffer), ascending."""
+        return [m.start() for m in self.pattern.finditer(bytes(data) if isinstance(data, memoryview) else data)]
+
     def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        return _line_spans(chunk, (m.start() for m in self.pattern.finditer(chunk)))
+        return _line_spans(chunk, self.positions(chunk))
 
 
 class HyperscanPrefilter:
@@ -283,20 +288,25 @@ class HyperscanPrefilter:
     def search(self, data: bytes) -> bool:
         return bool(self._ends(data))
 
+    def positions(self, data: Any) -> list[int]:
+        return [e - 1 for e in sorted(self._ends(data))]
+
     def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        return _line_spans(chunk, (e - 1 for e in sorted(self._ends(chunk))))
+        return _line_spans(chunk, self.positions(chunk))
 
 
-def _line_spans(chunk: bytes, positions: Iterable[int]) -> list[tuple[int, int]]:
-    """(line start, line end) of every line holding one of `positions` (ascending), each line once."""
+def _line_spans(chunk: Any, positions: Iterable[int], lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+    """(line start, line end) of every line holding one of `positions` (ascending), each line once, within
+    chunk[lo:hi] (bytes or an mmap)."""
+    hi = len(chunk) if hi is None else hi
     spans: list[tuple[int, int]] = []
-    last_end = -1
+    last_end = lo - 1
     for pos in positions:
         if pos <= last_end:
             continue
-        start = chunk.rfind(b"\n", 0, pos) + 1
-        end = chunk.find(b"\n", pos)
-        end = len(chunk) if end < 0 else end
+        start = max(chunk.rfind(b"\n", lo, pos) + 1, lo)
+        end = chunk.find(b"\n", pos, hi)
+        end = hi if end < 0 else end
         spans.append((start, end))
         last_end = end
     return spans
@@ -428,6 +438,34 @@ def _chunks(fh: BinaryIO, limit: int | None, on_bytes: Callable[[int], None] | N
             carry = carry[:MAX_LINE]
 
 
+_NUMPY_FROM = 1 << 20  # below this, bytes.count is as fast and numpy's import is not worth it
+_SCRATCH: dict[str, Any] = {}
+
+
+@lru_cache(maxsize=1)
+def _numpy() -> Any:
+    try:  # counts line breaks about four times faster than bytes.count
+        import numpy
+
+        return numpy
+    except ImportError:  # pragma: no cover - numpy is a dependency; keep working without it
+        return None
+
+
+def count_newlines(view: Any) -> int:
+    """Line breaks in a bytes-like object (bytes, memoryview of a memory map), without copying big ones."""
+    np = _numpy() if len(view) >= _NUMPY_FROM else None
+    if np is None:
+        return (view if isinstance(view, bytes) else bytes(view)).count(b"\n")
+    data = np.frombuffer(view, np.uint8)
+    scratch = _SCRATCH.get("eq")
+    if scratch is None or len(scratch) < len(data):
+        scratch = _SCRATCH["eq"] = np.empty(max(len(data), CHUNK), dtype=bool)  # reused: no page faults per call
+    out = scratch[: len(data)]
+    np.equal(data, 10, out=out)
+    return int(np.count_nonzero(out))
+
+
 @dataclass
 class _Hits:
     """What a pass over raw bytes yields: the candidate lines, and how many lines there were."""
@@ -463,11 +501,12 @@ def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | 
             submit()
             counted = 0
             number = out.count
+            view = memoryview(chunk)
             for start, end in spans:
-                number += chunk.count(b"\n", counted, start)
+                number += count_newlines(view[counted:start])
                 counted = start
                 emit(number + 1, chunk[start : min(end, start + MAX_LINE)])
-            out.count += chunk.count(b"\n")
+            out.count += count_newlines(view)
             if chunk and not chunk.endswith(b"\n"):
                 out.count += 1
     out.error = errors[0] if errors else None
@@ -506,11 +545,54 @@ def _split_points(path: Path, size: int, parts: int) -> list[int]:
     return sorted(set(p for p in points if p <= size))
 
 
-def _range_worker(path: str, start: int, end: int, literals: list[str], engine: str) -> _Hits:
-    prefilter = _make_prefilter(literals, engine)
+def _release(mm: Any, done: int, upto: int) -> int:
+    """Drop the pages of [done, upto) from this process: read once, they would otherwise count in its RSS for
+    the rest of the scan (they stay in the page cache)."""
+    upto -= upto % mmap.PAGESIZE
+    if upto > done and hasattr(mmap, "MADV_DONTNEED"):
+        mm.madvise(mmap.MADV_DONTNEED, done, upto - done)
+        return upto
+    return done
+
+
+def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
+    """Candidate lines of [start, end) of a memory-mapped file: no copies, windows of CHUNK bytes cut at line
+    breaks (a line longer than a window is searched in pieces, each reported with the line's number)."""
+    out = _Hits()
+    view = memoryview(mm)
+    counted, lines = start, 0
+    released = start - start % mmap.PAGESIZE
+    a = start
+    while a < end:
+        b = min(a + CHUNK, end)
+        if b < end:
+            cut = mm.rfind(b"\n", a, b)
+            b = cut + 1 if cut >= 0 else b
+        for line_start, line_end in _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b):
+            line_end = min(line_end, line_start + MAX_LINE)
+            lines += count_newlines(view[counted:line_start])
+            counted = line_start
+            out.lines.append((lines + 1, bytes(view[line_start:line_end])))
+        lines += count_newlines(view[counted:b])
+        counted = a = b
+        released = _release(mm, released, b)
+    if end > start and view[end - 1] != 10:
+        lines += 1  # the file's last line has no line break
+    out.count = lines
+    view.release()
+    return out
+
+
+_FORKED: dict[str, Prefilter] = {}  # the parent's prefilter, inherited by the forked workers (no recompile)
+
+
+def _range_worker(path: str, start: int, end: int) -> _Hits:
+    prefilter = _FORKED["prefilter"]
     with open(path, "rb") as fh:
-        fh.seek(start)
-        return _hits(fh, prefilter, None, limit=end - start)
+        end = min(end, os.fstat(fh.fileno()).st_size)
+        # A file truncated while mapped kills this worker with SIGBUS; the parent then reads it the safe way.
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return _mapped_hits(mm, start, end, prefilter)
 
 
 def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Prefilter,
@@ -522,20 +604,24 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     points = _split_points(path, size, workers)
-    literals = prefilter.literals
-    with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(_range_worker, str(path), a, b, literals, prefilter.name) for a, b in zip(points, points[1:])]
-        offset = 0
-        error: ScanError | None = None
-        for (a, b), future in zip(zip(points, points[1:]), futures):
-            part = future.result()
-            for number, raw in part.lines:
-                collector.line(raw.decode("utf-8", "replace"), offset + number)
-            offset += part.count
-            error = error or part.error
-            if on_bytes:
-                on_bytes(b - a)
-    return offset, error
+    _FORKED["prefilter"] = prefilter
+    _numpy()  # imported once here, inherited by every worker
+    try:
+        with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(_range_worker, str(path), a, b) for a, b in zip(points, points[1:])]
+            parts = [f.result() for f in futures]
+    except Exception:  # noqa: BLE001 - a worker died (file truncated under us, no memory map): read it plainly
+        return None
+    finally:
+        _FORKED.clear()
+    offset = 0
+    for (a, b), part in zip(zip(points, points[1:]), parts):
+        for number, raw in part.lines:
+            collector.line(raw.decode("utf-8", "replace"), offset + number)
+        offset += part.count
+        if on_bytes:
+            on_bytes(b - a)
+    return offset, None
 
 
 def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:

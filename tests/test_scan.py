@@ -130,7 +130,12 @@ def test_big_files_split_across_processes_give_the_same_report(tmp_path: Path, m
     log.write_text("\n".join(job_log() * 40) + "\n", encoding="utf-8")
     sequential = scan(log)
     monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(scanner, "CHUNK", 64 << 10)  # many chunks per process, too
+    monkeypatch.setattr(scanner, "CHUNK", 64 << 10)  # many windows per process, too
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the parallel path fell back to the sequential one")
+
+    monkeypatch.setattr(scanner, "_scan_stream", no_fallback)
     parallel = scan(log)
     assert parallel.lines == sequential.lines == len(job_log()) * 40
     assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in sequential.findings]

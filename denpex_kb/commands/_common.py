@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from ..cli import UsageError
-from ..paths import find_kb_dir
 
 if TYPE_CHECKING:  # the runtime path (match, scan) must not pay for the loader and the model
+    from pathlib import Path
+
     from ..bundle import KbIndex
     from ..loader import KnowledgeBase
 
@@ -24,6 +23,8 @@ def add_kb_option(parser: argparse.ArgumentParser, *, runtime: bool = False) -> 
 
 
 def kb_dir(args: argparse.Namespace) -> Path:
+    from ..paths import find_kb_dir
+
     path = find_kb_dir(getattr(args, "kb", None))
     if path is None:
         raise UsageError("no knowledge base found; pass --kb DIR")
@@ -44,6 +45,8 @@ def index(args: argparse.Namespace) -> KbIndex:
 
     if getattr(args, "kb", None):
         try:
+            from pathlib import Path
+
             return index_from_kb_dir(Path(args.kb))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
