@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from denpex_kb.bundle import anchor_keys
 from denpex_kb.compiler import BUNDLE_FORMAT, dumps
 from denpex_kb.model import Signature
 from denpex_kb.signatures import compile_signature
@@ -29,6 +30,8 @@ def make_index(out_dir: Path, n: int) -> Path:
         for j, sig in enumerate(variants):
             c = compile_signature(sig)
             sigs.append([i, j, c.pattern, list(c.anchors), c.specificity, "initiating", "stderr"])
+    for sig, keys in zip(sigs, anchor_keys([s[3] for s in sigs])):
+        sig.append(keys)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.json"
     path.write_text(dumps({"format": BUNDLE_FORMAT, "digest": "synthetic", "entries": entries, "signatures": sigs, "tombstones": {}}))

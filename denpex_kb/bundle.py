@@ -6,6 +6,7 @@ compiled until a line contains one of its anchors.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 import re2
 
-BUNDLE_FORMAT = 1
+BUNDLE_FORMAT = 2
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
 
@@ -97,7 +98,7 @@ class Fingerprint(NamedTuple):
     events: list[FingerprintEvent]
 
 
-def _interior_words(anchor: str) -> list[str]:
+def interior_words(anchor: str) -> list[str]:
     """Words of `anchor` that are whole words in any line containing it (not cut by the anchor's edges)."""
     words = []
     for m in _WORD.finditer(anchor):
@@ -111,6 +112,17 @@ class KbIndex:
     """What the matcher and scanner need: entries, signatures, and a word index over their anchors."""
 
     def __init__(self, index: dict[str, Any], entries_loader: Any = None, source: str = "") -> None:
+        # Tens of thousands of small objects are built here and none is garbage: pausing the cyclic GC
+        # keeps it from scanning them again and again while they are made.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._load(index, entries_loader, source)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _load(self, index: dict[str, Any], entries_loader: Any, source: str) -> None:
         if index.get("format") != BUNDLE_FORMAT:
             raise ValueError(f"bundle format {index.get('format')!r} is not {BUNDLE_FORMAT}; recompile the knowledge base")
         self.source = source
@@ -129,30 +141,22 @@ class KbIndex:
             for f in index.get("fingerprints", [])
         ]
         self._entries_loader = entries_loader
-        self._build_word_index()
+        self._build_word_index([s[7] for s in index["signatures"]])
 
-    def _build_word_index(self) -> None:
-        # Each anchor is filed under its rarest interior word; a line is checked only against the signatures
-        # filed under its own words. Anchors with no interior word go into one RE2 set, searched once per line.
-        freq: dict[str, int] = {}
-        per_anchor: list[tuple[CompiledSig, str, list[str]]] = []
-        for sig in self.signatures:
-            for anchor in sig.anchors:
-                words = _interior_words(anchor)
-                per_anchor.append((sig, anchor, words))
-                for w in set(words):
-                    freq[w] = freq.get(w, 0) + 1
-        index: dict[str, dict[int, CompiledSig]] = {}
-        always: dict[str, dict[int, CompiledSig]] = {}
-        for sig, anchor, words in per_anchor:
-            if words:
-                key = min(words, key=lambda w: (freq[w], -len(w), w))
-                index.setdefault(key, {})[id(sig)] = sig
-            else:
-                always.setdefault(anchor, {})[id(sig)] = sig
-        self.word_index: dict[str, list[CompiledSig]] = {k: list(v.values()) for k, v in index.items()}
+    def _build_word_index(self, keys: list[list[str | None]]) -> None:
+        # Each anchor is filed under the word the compiler chose for it (its rarest interior word); a line is
+        # checked only against the signatures filed under its own words. Anchors with no such word go into
+        # one RE2 set, searched once per line.
+        index: dict[str, list[CompiledSig]] = {}
+        always: dict[str, list[CompiledSig]] = {}
+        for sig, sig_keys in zip(self.signatures, keys):
+            for anchor, key in zip(sig.anchors, sig_keys):
+                bucket = index.setdefault(key, []) if key else always.setdefault(anchor, [])
+                if not bucket or bucket[-1] is not sig:  # a signature's anchors are filed one after another
+                    bucket.append(sig)
+        self.word_index = index
         self._always_anchors = list(always)
-        self._always_sigs = [list(v.values()) for v in always.values()]
+        self._always_sigs = list(always.values())
         self._always_set: Any = None
 
     def _always_hits(self, text: str) -> list[CompiledSig]:
@@ -253,3 +257,15 @@ def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
         raise ValueError("the knowledge base has problems; run `denpex-kb check`:\n" + "\n".join(p.render() for p in errors[:20]))
     index, full = compile_kb(kb)
     return KbIndex(index, lambda: full, str(path))
+
+
+def anchor_keys(anchor_lists: list[list[str]]) -> list[list[str | None]]:
+    """For each signature's anchors, the word to file each under: its rarest interior word across the whole
+    knowledge base (None: no usable word). Computed when compiling, so loading the bundle stays cheap."""
+    words = [[interior_words(a) for a in anchors] for anchors in anchor_lists]
+    freq: dict[str, int] = {}
+    for per_sig in words:
+        for ws in per_sig:
+            for w in set(ws):
+                freq[w] = freq.get(w, 0) + 1
+    return [[min(ws, key=lambda w: (freq[w], -len(w), w)) if ws else None for ws in per_sig] for per_sig in words]

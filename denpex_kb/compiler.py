@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE
+from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE, anchor_keys
 from .loader import KnowledgeBase
 from .model import Command, CommandPurpose, Entry, Signature
 from .signatures import compile_signature
@@ -52,6 +52,8 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
         if entry.fingerprint:
             events = [compile_signature(Signature(kind=ev.kind, text=ev.text)) for ev in entry.fingerprint.events]
             fingerprints.append([i, entry.fingerprint.within_lines, [[c.pattern, list(c.anchors)] for c in events]])
+    for sig, keys in zip(signatures, anchor_keys([s[3] for s in signatures])):
+        sig.append(keys)
     full = {
         entry_id: kb.entries[entry_id].model_dump(mode="json", exclude_none=True) for entry_id in sorted(kb.entries)
     }
