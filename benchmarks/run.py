@@ -67,7 +67,7 @@ def bench_scan(log: Path, work: Path) -> dict[str, float]:
 
 
 def bench_match_process() -> dict[str, float]:
-    line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB"
+    line = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 4.00 GiB of which 2.35 GiB is free."
     base, cli = [], []
     for _ in range(7):
         base.append(timed([sys.executable, "-c", "pass"])[0])

@@ -1,7 +1,7 @@
 """denpex-kb: name the failure behind an ML training error, and how to fix it.
 
     >>> import denpex_kb
-    >>> denpex_kb.match("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")[0].id
+    >>> denpex_kb.match("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.")[0].id
     'cuda-out-of-memory'
 
 `match(text)` ranks the entries a line or pasted block shows; `scan(source)` reads a whole log and reports the

@@ -89,10 +89,10 @@ def test_re2_makes_catastrophic_patterns_linear():
 @pytest.mark.parametrize(
     "name,content",
     [
-        ("invalid-utf8.log", b"\xff\xfe\xfa garbage\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"),
-        ("nul.log", b"abc\x00\x00def\n\x00[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\x00\n"),
-        ("crlf.log", b"step 1\r\nstep 2\r\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\r\n"),
-        ("progress.log", b" 10%|#         | 1/10 [00:01<00:09]\r 20%|##        | 2/10 [00:02<00:08]\r[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"),
+        ("invalid-utf8.log", b"\xff\xfe\xfa garbage\n[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n"),
+        ("nul.log", b"abc\x00\x00def\n\x00[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\x00\n"),
+        ("crlf.log", b"step 1\r\nstep 2\r\n[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\r\n"),
+        ("progress.log", b" 10%|#         | 1/10 [00:01<00:09]\r 20%|##        | 2/10 [00:02<00:08]\r[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n"),
     ],
 )
 def test_odd_logs_still_give_the_finding(tmp_path: Path, name: str, content: bytes):
@@ -106,7 +106,7 @@ def test_odd_logs_still_give_the_finding(tmp_path: Path, name: str, content: byt
 def test_giant_line_without_newline_has_bounded_memory(tmp_path: Path):
     path = tmp_path / "giant.log"
     with path.open("wb") as fh:
-        fh.write(b"[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB ")
+        fh.write(b"[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. ")
         chunk = b"x" * (1 << 20)
         for _ in range(200):
             fh.write(chunk)
@@ -133,7 +133,7 @@ def test_bad_inputs_exit_2_without_traceback(tmp_path: Path):
     empty.write_bytes(b"")
     assert run_scan(str(empty)).returncode == 0
     truncated = tmp_path / "cut.log.gz"
-    data = gzip.compress(b"[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" + b"ok line\n" * 100_000)
+    data = gzip.compress(b"[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n" + b"ok line\n" * 100_000)
     truncated.write_bytes(data[: len(data) // 2])
     cut = run_scan("--json", str(truncated))
     assert cut.returncode == 1 and "Traceback" not in cut.stderr
@@ -155,7 +155,7 @@ def test_named_pipe(tmp_path: Path):
 
     def writer() -> None:
         with open(fifo, "wb") as fh:
-            fh.write(b"[rank4]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+            fh.write(b"[rank4]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
 
     t = threading.Thread(target=writer)
     t.start()
@@ -172,7 +172,7 @@ def test_stdin_closed_early():
 def test_same_input_same_findings(tmp_path: Path):
     lines = [
         "[rank0]: ok",
-        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "[rank3]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.",
         "[rank1]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.",
     ] * 50
     a = tmp_path / "a.log"
@@ -197,14 +197,14 @@ def test_normalizer_and_matcher_never_raise(text: str):
 
 def test_match_and_scan_open_no_network(tmp_path: Path):
     log = tmp_path / "job.log"
-    log.write_text("[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    log.write_text("[rank3]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.\n")
     code = (
         "import socket\n"
         "def refuse(*a, **k):\n    raise RuntimeError('network access attempted')\n"
         "socket.socket.connect = refuse\nsocket.socket.connect_ex = refuse\nsocket.create_connection = refuse\n"
         "socket.getaddrinfo = refuse\n"
         "import sys\nfrom denpex_kb.cli import main\n"
-        "a = main(['match', 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'])\n"
+        "a = main(['match', 'torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.'])\n"
         "b = main(['scan', sys.argv[1]])\n"
         "sys.exit(0 if (a, b) == (0, 1) else 3)\n"
     )

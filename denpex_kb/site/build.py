@@ -67,7 +67,7 @@ Paste the error into the search box above, or let the command line find it, loca
 
 ```bash
 pip install denpex-kb
-denpex-kb match "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+denpex-kb match "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
 # a whole multi-rank log, plain or .gz: the first failure, its fix, the fallout
 denpex-kb scan job-1234.log
 ```
