@@ -121,3 +121,11 @@ def test_schema_command_prints_the_schema(capsys):
 
 def test_no_command_is_a_usage_error():
     assert main([]) == 2
+
+
+def test_package_docstring_example_holds():
+    import doctest
+
+    import denpex_kb
+
+    assert doctest.testmod(denpex_kb).failed == 0
