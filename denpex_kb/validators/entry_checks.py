@@ -51,7 +51,7 @@ class TagsInVocabulary(EntryCheck):
         for i, tag in enumerate(entry.tags):
             if tag not in groups:
                 yield self.problem(loaded, ("tags", i), f"tag {tag!r} is not in kb/_tags.yaml; use a listed tag or add it there with a description")
-        if entry.tags.count(entry.tags[0]) > 1 or len(set(entry.tags)) != len(entry.tags):
+        if len(set(entry.tags)) != len(entry.tags):
             yield self.problem(loaded, ("tags",), "a tag is listed twice; remove the duplicate")
         if not any(groups.get(t) == "framework" for t in entry.tags):
             yield self.problem(loaded, ("tags",), "add at least one framework tag (see the `framework` group in kb/_tags.yaml)")
