@@ -38,7 +38,8 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("c10-short", re.compile(r"^\[(?P<level>[IWEF]) [\w./-]+:\d+\] ?")),
     Prefix(
         "nccl",
-        re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] (?=NCCL )"),
+        # Newer NCCL puts the source file and line before the level: `[0] transport/p2p.cc:238 NCCL WARN`.
+        re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] (?:[\w./-]+:\d+ )?(?=NCCL )"),
     ),
     Prefix("kernel-time", re.compile(r"^\[ *\d+\.\d+\] ?")),
     Prefix("dmesg-human", re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")),
@@ -51,6 +52,11 @@ PREFIXES: tuple[Prefix, ...] = (
         re.compile(
             r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|-] ?)? ?"
         ),
+    ),
+    # vLLM-style `LEVEL MM-DD HH:MM:SS [file.py:N]` logger headers.
+    Prefix(
+        "level-date-file",
+        re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\]) ?"),
     ),
     Prefix("time-only", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]? ")),
     # pdsh/clush `host: `: a lowercase host name with a digit, so `RuntimeError: ` is never taken for one.
