@@ -21,7 +21,7 @@ def make_index(out_dir: Path, n: int) -> Path:
     for i in range(n):
         w1, w2 = WORDS[i % len(WORDS)], WORDS[(i // len(WORDS)) % len(WORDS)]
         entries.append({"id": f"synthetic-{i}", "title": f"Synthetic failure {i}", "phase": "runtime", "severity": "high",
-                        "status": "stable", "tags": ["pytorch"], "fix": "Synthetic fix summary.", "verify": None})
+                        "status": "stable", "tags": ["pytorch"], "fix": "Synthetic fix summary.", "verify": []})
         variants = [
             Signature(kind="literal", text=f"synthetic failure {i} happened"),
             Signature(kind="template", text=f"{w1} {w2} code{i} failed after {{num:step}} steps"),

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 import re2
 
-BUNDLE_FORMAT = 2
+BUNDLE_FORMAT = 3
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
 
@@ -47,7 +47,7 @@ class EntryInfo(NamedTuple):
     status: str
     tags: tuple[str, ...]
     fix: str
-    verify: str | None
+    verify: tuple[str, ...]  # the commands that prove the fix worked
 
     @property
     def url(self) -> str:
@@ -128,7 +128,7 @@ class KbIndex:
         self.source = source
         self.digest: str = index["digest"]
         self.entries: list[EntryInfo] = [
-            EntryInfo(e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"], e.get("verify"))
+            EntryInfo(e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"], tuple(e["verify"]))
             for e in index["entries"]
         ]
         self.by_id = {e.id: e for e in self.entries}

@@ -14,15 +14,14 @@ from typing import Any
 
 from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE, anchor_keys
 from .loader import KnowledgeBase
-from .model import Command, CommandPurpose, Entry, Signature
+from .model import CommandPurpose, Entry, Signature
 from .signatures import compile_signature
 
 __all__ = ["BUNDLE_FORMAT", "ENTRIES_FILE", "INDEX_FILE", "compile_kb", "dumps", "write_bundle"]
 
 
-def _verify_command(entry: Entry) -> str | None:
-    verify: list[Command] = [c for c in entry.commands if c.purpose is CommandPurpose.verify]
-    return verify[0].run if verify else None
+def _verify_commands(entry: Entry) -> list[str]:
+    return [c.run for c in entry.commands if c.purpose is CommandPurpose.verify]
 
 
 def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -41,7 +40,7 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
                 "status": entry.status,
                 "tags": list(entry.tags),
                 "fix": entry.fix.summary,
-                "verify": _verify_command(entry),
+                "verify": _verify_commands(entry),
             }
         )
         for j, sig in enumerate(entry.signatures):

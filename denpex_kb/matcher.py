@@ -62,7 +62,7 @@ def _values(m: Any, line: Line, exc: str | None) -> dict[str, Any]:
     return values
 
 
-def match_line(text: str, index: KbIndex, line: Line | None = None) -> list[tuple[CompiledSig, Any]]:
+def match_line(text: str, index: KbIndex) -> list[tuple[CompiledSig, Any]]:
     """Every signature hit in one normalised line."""
     hits = []
     for sig in index.candidates(text):
@@ -111,7 +111,7 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
         )
 
     for i, line in enumerate(lines):
-        for sig, m in match_line(line.text, index, line):
+        for sig, m in match_line(line.text, index):
             consider(sig, m, line, i + 1)
             matched_lines.add(i)
     # A message hard-wrapped over two lines: try each unmatched line joined with the next one.
@@ -119,7 +119,7 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
         if i in matched_lines or i + 1 in matched_lines or not lines[i].text or not lines[i + 1].text:
             continue
         joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
-        for sig, m in match_line(joined.text, index, joined):
+        for sig, m in match_line(joined.text, index):
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
     # A root cause outranks fallout reported in the same text (a launcher summary pasted with the traceback),
     # as in `scan`; then stronger evidence first.

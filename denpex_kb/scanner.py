@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Union
 
 import re2
 
-from .bundle import KbIndex, default_index
+from .bundle import EntryInfo, KbIndex, default_index
 from .masks import mask_line
 from .matcher import match_line, score_for
 from .normalize import MAX_LINE, exception_type, strip_prefixes
@@ -93,18 +93,25 @@ class ScanReport:
         return self.index.full_entries.get(self.initiating.id)
 
     @property
+    def info(self) -> EntryInfo | None:
+        """The index's summary of the initiating entry (fix, verify commands, url): no prose to load."""
+        if self.initiating is None or self.initiating.id is None or self.index is None:
+            return None
+        return self.index.by_id.get(self.initiating.id)
+
+    @property
     def collateral(self) -> list[Finding]:
         return [f for f in self.findings if f.role == "collateral"]
 
     def to_dict(self) -> dict[str, Any]:
-        entry = self.entry or {}
+        info = self.info
         return {
             "files": self.files,
             "lines": self.lines,
             "initiating": self.initiating.to_dict() if self.initiating else None,
-            "fix": (entry.get("fix") or {}).get("summary") if entry else None,
-            "verify": [c["run"] for c in entry.get("commands", []) if c.get("purpose") == "verify"] if entry else [],
-            "url": f"{self.index.by_id[self.initiating.id].url}" if self.index and self.initiating and self.initiating.id else None,
+            "fix": info.fix if info else None,
+            "verify": list(info.verify) if info else [],
+            "url": info.url if info else None,
             "hints": self.hints,
             "errors": self.errors,
             "findings": [f.to_dict() for f in self.findings],
@@ -134,7 +141,7 @@ class _Collector:
             self._fingerprints(text, line.rank, number, exc)
 
     def _match(self, text: str, line: Any, number: int, exc: str | None) -> None:
-        hits = match_line(text, self.index, line)
+        hits = match_line(text, self.index)
         if hits:
             sig, m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
             values: dict[str, Any] = {}
@@ -243,14 +250,23 @@ def _hints(findings: list[Finding], initiating: Finding | None, index: KbIndex) 
     return hints
 
 
-class Re2Prefilter:
+class _Prefilter:
+    """A multi-literal search: `positions` of the literals in a buffer, and the lines holding them."""
+
+    def positions(self, data: Any) -> list[int]:
+        raise NotImplementedError
+
+    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
+        return _line_spans(chunk, self.positions(chunk))
+
+
+class Re2Prefilter(_Prefilter):
     """One multi-literal RE2 search per chunk. Portable; RE2 releases the GIL, so chunks overlap in threads."""
 
     name = "re2"
     threaded = True
 
     def __init__(self, literals: list[str]) -> None:
-        self.literals = literals
         options = re2.Options()
         options.max_mem = 256 << 20  # a big DFA cache keeps the multi-literal search at full speed
         self.pattern = re2.compile(b"|".join(re2.escape(a.encode("utf-8")) for a in literals), options)
@@ -262,11 +278,8 @@ class Re2Prefilter:
         """Where prefilter literals occur in `data` (bytes or a buffer), ascending."""
         return [m.start() for m in self.pattern.finditer(bytes(data) if isinstance(data, memoryview) else data)]
 
-    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        return _line_spans(chunk, self.positions(chunk))
 
-
-class HyperscanPrefilter:
+class HyperscanPrefilter(_Prefilter):
     """The same search with Hyperscan's SIMD literal matcher, several times faster where its wheel exists."""
 
     name = "hyperscan"
@@ -275,7 +288,6 @@ class HyperscanPrefilter:
     def __init__(self, literals: list[str]) -> None:
         import hyperscan
 
-        self.literals = literals
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         encoded = [a.encode("utf-8") for a in literals]
         self.db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
@@ -290,9 +302,6 @@ class HyperscanPrefilter:
 
     def positions(self, data: Any) -> list[int]:
         return [e - 1 for e in sorted(self._ends(data))]
-
-    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        return _line_spans(chunk, self.positions(chunk))
 
 
 def _line_spans(chunk: Any, positions: Iterable[int], lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:

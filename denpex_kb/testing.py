@@ -17,9 +17,8 @@ from ruamel.yaml import YAML
 from .bundle import KbIndex, index_from_kb_dir
 from .loader import KnowledgeBase, Loaded
 from .matcher import match, match_line
-from .model import Entry
 from .normalize import strip_prefixes
-from .problems import Problem, Severity
+from .problems import Problem
 from .scanner import scan
 
 BENIGN_DIR = Path("tests") / "corpus" / "benign"
@@ -137,7 +136,7 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
         with log.open(encoding="utf-8", errors="replace") as fh:
             for raw in fh:
                 line = strip_prefixes(raw)
-                for sig, _m in match_line(line.text, index, line):
+                for sig, _m in match_line(line.text, index):
                     sig_hits[(sig.entry.id, sig.number)].append(line.text)
     for (entry_id, number), texts in sorted(sig_hits.items()):
         distinct = sorted(set(texts))
@@ -159,4 +158,3 @@ def example_problems(kb: KnowledgeBase, ids: list[str] | None = None) -> list[Pr
     return problems
 
 
-__all__ = ["EntryResult", "ExampleOutcome", "benign_problems", "example_problems", "outcome_problems", "run_examples", "Severity", "Entry"]

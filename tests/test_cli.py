@@ -129,3 +129,11 @@ def test_package_docstring_example_holds():
     import denpex_kb
 
     assert doctest.testmod(denpex_kb).failed == 0
+
+
+def test_rank_ranges_are_compact():
+    from denpex_kb.commands.scan_cmd import ranges
+
+    assert ranges([0, 1, 2, 4, 5, 6, 7]) == "0-2,4-7"
+    assert ranges([5, 1, 2, 9, 10, 2]) == "1-2,5,9-10"
+    assert ranges([3]) == "3"

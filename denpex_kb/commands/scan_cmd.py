@@ -25,15 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def ranges(ranks: list[int]) -> str:
     """[0, 1, 2, 4, 5] -> '0-2,4-5'"""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive ranks
     for r in sorted(set(ranks)):
-        if out and "-" not in out[-1].split(",")[-1] and int(out[-1]) == r - 1:
-            out[-1] = f"{out[-1]}-{r}"
-        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == r - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{r}"
+        if runs and runs[-1][1] == r - 1:
+            runs[-1][1] = r
         else:
-            out.append(str(r))
-    return ",".join(out)
+            runs.append([r, r])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 class Progress:
@@ -73,14 +71,11 @@ def render(report: ScanReport) -> str:
         out.append(f"Initiating failure  {name}")
         out.append(f"  at   {_where(init)}")
         out.append(f"  line {init.text[:400]}")
-        entry = report.entry
-        if entry:
-            out.append(f"\nFix   {entry['fix']['summary']}")
-            for cmd in entry.get("commands", []):
-                if cmd["purpose"] == "verify":
-                    out.append(f"Verify  {cmd['run']}")
-            if report.index is not None and init.id:
-                out.append(f"More  {report.index.by_id[init.id].url}  (or: denpex-kb explain {init.id})")
+        info = report.info
+        if info:
+            out.append(f"\nFix   {info.fix}")
+            out.extend(f"Verify  {run}" for run in info.verify)
+            out.append(f"More  {info.url}  (or: denpex-kb explain {info.id})")
         elif init.id is None:
             out.append("\nThis is the first exception in the log. If it is a failure others will meet, report it:")
             out.append("  https://github.com/denpex-kb/denpex-kb/issues/new?template=missing-failure.yml")
