@@ -156,6 +156,28 @@ class CommandPurpose(str, Enum):
     verify = "verify"  # prove the fix worked
 
 
+class Retry(str, Enum):
+    """What a scheduler should do with the job once this failure started it all."""
+
+    no = "no"  # rerunning the same job fails the same way: fix first
+    yes = "yes"  # transient: rerun as it is
+    elsewhere = "elsewhere"  # rerun without the node, GPU or link that the log names
+    depends = "depends"  # the checklist tells the cases apart; `note` says on what
+
+
+class Blame(str, Enum):
+    """Where the fault lies."""
+
+    code = "code"
+    config = "config"
+    data = "data"
+    environment = "environment"  # image, driver, library versions
+    node = "node"  # a GPU, its memory, the host
+    fabric = "fabric"  # IB/RoCE/NVLink/switch
+    storage = "storage"
+    scheduler = "scheduler"  # preemption, time limit, eviction
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False, use_enum_values=False)
 
@@ -246,6 +268,27 @@ class Fix(_Strict):
         return value
 
 
+class Response(_Strict):
+    """Whether to rerun the job, rerun it elsewhere, or fix something first; read by `scan`'s verdict."""
+
+    retry: Retry = Field(
+        description="no: a rerun fails the same way; yes: transient, rerun as is; elsewhere: rerun without the "
+        "node, GPU or link the log names; depends: `note` says on what."
+    )
+    blame: Blame = Field(description="Where the fault lies.")
+    note: Annotated[str, Field(min_length=10, max_length=300)] | None = Field(
+        default=None, description="One sentence: what the answer depends on, or why it is what it is."
+    )
+
+    @model_validator(mode="after")
+    def _depends_says_on_what(self) -> "Response":
+        if self.retry is Retry.depends and not self.note:
+            raise ValueError("retry: depends needs a `note` that says on what")
+        if self.note and "\n" in self.note.strip():
+            raise ValueError("the response note must be one sentence on one line")
+        return self
+
+
 class Command(_Strict):
     purpose: CommandPurpose
     description: NonEmpty
@@ -321,6 +364,9 @@ class Entry(_Strict):
     conditions: Conditions = Field(default_factory=Conditions)
     checklist: list[NonEmpty] = Field(min_length=1)
     fix: Fix
+    response: Response | None = Field(
+        default=None, description="What a scheduler should do: retry as is, elsewhere, or not; required when stable."
+    )
     commands: list[Command] = Field(default_factory=list)
     related: list[Related] = Field(default_factory=list)
     references: list[Reference] = Field(default_factory=list)

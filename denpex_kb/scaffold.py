@@ -19,7 +19,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from . import __version__
 from .loader import SCHEMA_LINE, KnowledgeBase
 from .masks import mask_line, masked_spans
-from .model import CommandPurpose, Phase, Relation, Severity, SignatureKind, is_valid_id
+from .model import Blame, CommandPurpose, Phase, Retry, Relation, Severity, SignatureKind, is_valid_id
 from .normalize import exception_type, strip_prefixes
 from .signatures import MIN_ANCHOR
 from .templates import TemplateError, compile_template
@@ -254,6 +254,12 @@ fix:
   body: ""
   # Optional: the fix as done in one framework (pytorch, deepspeed, fsdp, hf-trainer, slurm, ...).
   variants: []
+# What a scheduler should do once this failure started it all: rerun as is (yes), rerun without the named
+# node/GPU/link (elsewhere), fix first (no), or depends (the note says on what). Justify it like any fact.
+response:
+  retry: {quote(choice([r.value for r in Retry]))}
+  blame: {quote(choice([b.value for b in Blame]))}
+  # note: "one sentence; needed when retry is depends"
 # Shell commands: preserve evidence, diagnose, and verify the fix.
 commands:
   - purpose: {quote(choice([c.value for c in CommandPurpose]))}

@@ -36,6 +36,9 @@ GOOD_ENTRY = textwrap.dedent(
     fix:
       summary: Move every input to the model's device before the call.
       body: Call `.to(device)` on each input tensor.
+    response:
+      retry: "no"
+      blame: code
     examples:
       match:
         - text: "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"

@@ -32,8 +32,8 @@ CASES = [
     ("regex that RE2 rejects", "bad-regex.yaml", variant("id: demo-device-mismatch", "id: bad-regex").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all (?=tensors) to be on"'), "DKB104", 12, 11, ["RE2"]),
     ("template with an unbalanced placeholder", "bad-template.yaml", variant("id: demo-device-mismatch", "id: bad-template").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: template\n    text: "Expected all tensors to be on {num the same device"'), "DKB104", 12, 11, ["unbalanced", "{{"]),
     ("signature without a usable anchor", "bad-anchor.yaml", variant("id: demo-device-mismatch", "id: bad-anchor").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "\\\\d+ \\\\w+"'), "DKB104", 12, 11, ["anchor"]),
-    ("related id that does not exist", "bad-related.yaml", variant("id: demo-device-mismatch", "id: bad-related") + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 30, 10, ["no-such-entry", "does not exist"]),
-    ("reference that is not http(s)", "bad-url.yaml", variant("id: demo-device-mismatch", "id: bad-url") + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 30, 11, ["http"]),
+    ("related id that does not exist", "bad-related.yaml", variant("id: demo-device-mismatch", "id: bad-related") + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 33, 10, ["no-such-entry", "does not exist"]),
+    ("reference that is not http(s)", "bad-url.yaml", variant("id: demo-device-mismatch", "id: bad-url") + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 33, 11, ["http"]),
 ]
 
 

@@ -197,6 +197,7 @@ def _fill(path: Path) -> None:
     doc["checklist"][0] = "The line says CUDA out of memory, not a host allocator error."
     doc["fix"]["summary"] = "Shrink the per-GPU working set."
     doc["fix"]["body"] = "Halve the micro-batch and double gradient accumulation.\nEnable activation checkpointing.\n"
+    doc["response"].update(retry="no", blame="config")
     doc["commands"][0].update(purpose="diagnose", description="Show memory per GPU.", run="nvidia-smi")
     doc["related"][0].update(id="demo-device-mismatch", relation="sibling")
     doc["references"][0].update(url="https://pytorch.org/docs/stable/notes/cuda.html", title="CUDA semantics")

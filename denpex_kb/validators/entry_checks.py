@@ -115,3 +115,19 @@ class PlaceholdersFilled(EntryCheck):
                 where = ".".join(str(k) for k in loc)
                 yield Problem(loaded.display, line, col, self.code, self.name,
                               f"{where} still holds the scaffold's placeholder {value.strip()[:60]!r}; replace it with the real value")
+
+
+@register
+class ResponseGiven(EntryCheck):
+    name = "response"
+    code = "DKB106"
+    description = "A stable entry says what a scheduler should do (`response`: retry, blame, note)."
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        entry = loaded.entry
+        if isinstance(entry, Entry) and entry.status == "stable" and entry.response is None:
+            yield self.problem(
+                loaded, ("fix",),
+                "a stable entry needs a `response` block after `fix`: retry (no|yes|elsewhere|depends) and blame "
+                "(code|config|data|environment|node|fabric|storage|scheduler), with a note when retry is depends",
+            )
