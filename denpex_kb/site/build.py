@@ -11,6 +11,7 @@ from packaging.version import Version
 from ..loader import KnowledgeBase
 from ..model import PHASE_INFO, Entry, Phase
 from ..normalize import strip_prefixes
+from .audit import SiteProblem, audit_site
 from .render import phase_title, to_markdown
 from .sanitize import safe_inline
 
@@ -137,3 +138,16 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path) -> 
 
         tags.config.tags_allowed = {Tag(t) for t in kb.tag_group}
     build(cfg)
+    problems = audit_site(site)
+    if problems:
+        raise UnsafeSiteError(problems)
+
+
+class UnsafeSiteError(Exception):
+    """The built site holds script, an event handler or a dangerous URL; nothing of it may be published."""
+
+    def __init__(self, problems: list[SiteProblem]) -> None:
+        self.problems = problems
+        lines = "\n".join(p.render() for p in problems[:20])
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"the built site is unsafe ({len(problems)} problems):\n{lines}{more}")

@@ -6,6 +6,7 @@ how. So `denpex-kb explain ID` and the entry's page never disagree.
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import textwrap
@@ -115,9 +116,11 @@ def entry_sections(entry: Entry) -> list[Section]:
 
 
 def front_matter(entry: Entry) -> str:
+    # The theme prints `page.meta.*` into <title>, the header, <meta> and the tags index without escaping,
+    # and the search index takes the title as HTML: so the text goes in escaped, once, here.
     meta = {
-        "title": entry.title,
-        "description": entry.summary,
+        "title": html.escape(" ".join(entry.title.split()), quote=True),
+        "description": html.escape(" ".join(entry.summary.split()), quote=True),
         "tags": list(entry.tags),
         "entry_id": entry.id,
         "phase": entry.phase.value,
