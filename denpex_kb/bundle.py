@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 import re2
 
-BUNDLE_FORMAT = 3
+BUNDLE_FORMAT = 4
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
 
@@ -48,6 +48,9 @@ class EntryInfo(NamedTuple):
     tags: tuple[str, ...]
     fix: str
     verify: tuple[str, ...]  # the commands that prove the fix worked
+    retry: str | None = None  # the entry's response: no | yes | elsewhere | depends (None for drafts without one)
+    blame: str | None = None
+    response_note: str | None = None
 
     @property
     def url(self) -> str:
@@ -128,7 +131,10 @@ class KbIndex:
         self.source = source
         self.digest: str = index["digest"]
         self.entries: list[EntryInfo] = [
-            EntryInfo(e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"], tuple(e["verify"]))
+            EntryInfo(
+                e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"],
+                tuple(e["verify"]), e.get("retry"), e.get("blame"), e.get("response_note"),
+            )
             for e in index["entries"]
         ]
         self.by_id = {e.id: e for e in self.entries}

@@ -41,6 +41,11 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
                 "tags": list(entry.tags),
                 "fix": entry.fix.summary,
                 "verify": _verify_commands(entry),
+                **(
+                    {"retry": entry.response.retry.value, "blame": entry.response.blame.value,
+                     "response_note": entry.response.note}
+                    if entry.response else {}
+                ),
             }
         )
         for j, sig in enumerate(entry.signatures):

@@ -22,11 +22,11 @@ class Match:
     """One entry that `match` found in the text, with the evidence."""
 
     __slots__ = ("id", "title", "phase", "severity", "score", "signature", "role", "line", "values", "fix", "url",
-                 "specificity", "line_number")
+                 "specificity", "line_number", "retry", "blame")
 
     def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
                  line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
-                 line_number: int = 1) -> None:
+                 line_number: int = 1, retry: str | None = None, blame: str | None = None) -> None:
         self.id = id
         self.title = title
         self.phase = phase
@@ -40,6 +40,8 @@ class Match:
         self.url = url  # the entry's page on the hub
         self.specificity = specificity
         self.line_number = line_number  # 1-based, within the text given
+        self.retry = retry  # the entry's response: no | yes | elsewhere | depends
+        self.blame = blame
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -107,6 +109,8 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
                 url=sig.entry.url,
                 specificity=sig.specificity,
                 line_number=number,
+                retry=sig.entry.retry,
+                blame=sig.entry.blame,
             ),
         )
 

@@ -42,15 +42,15 @@ PREFIXES: tuple[Prefix, ...] = (
         re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] (?:[\w./-]+:\d+ )?(?=NCCL )"),
     ),
     Prefix("kernel-time", re.compile(r"^\[ *\d+\.\d+\] ?")),
-    Prefix("dmesg-human", re.compile(r"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\] ?")),
+    Prefix("dmesg-human", re.compile(r"^\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?")),
     Prefix(
         "syslog",
-        re.compile(r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?) (?P<host>[\w.-]+) (?:kernel|[\w.-]+(?:\[\d+\])?): ?"),
+        re.compile(r"^(?P<stamp>\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?) (?P<host>[\w.-]+) (?:kernel|[\w.-]+(?:\[\d+\])?): ?"),
     ),
     Prefix(
         "timestamp",
         re.compile(
-            r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?(?: ?[|-] ?)? ?"
+            r"^\[?(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?(?: ?[|-] ?)? ?"
         ),
     ),
     # vLLM-style `LEVEL MM-DD HH:MM:SS [file.py:N]` logger headers.
@@ -67,13 +67,14 @@ PREFIXES: tuple[Prefix, ...] = (
 class Line:
     """A normalised line: prefixes and colours removed, whitespace collapsed, and what the prefixes said."""
 
-    __slots__ = ("text", "rank", "host", "pid", "prefixes", "indented")
+    __slots__ = ("text", "rank", "host", "pid", "stamp", "prefixes", "indented")
 
     def __init__(self, text: str, rank: int | None = None, host: str | None = None, pid: int | None = None) -> None:
         self.text = text
         self.rank = rank
         self.host = host
         self.pid = pid
+        self.stamp: str | None = None  # the first timestamp a prefix carried, as written
         self.prefixes: list[str] = []
         self.indented = False  # the message itself started with whitespace (a traceback frame)
 
@@ -108,6 +109,8 @@ def strip_prefixes(raw: str) -> Line:
                 line.host = groups["host"]
             if groups.get("pid") and line.pid is None:
                 line.pid = int(groups["pid"])
+            if groups.get("stamp") and line.stamp is None:
+                line.stamp = groups["stamp"]
             line.prefixes.append(prefix.name)
             text = stripped[m.end() :]
             break
@@ -118,8 +121,13 @@ def strip_prefixes(raw: str) -> Line:
     return line
 
 
+# How an exception class's name ends. One list for the grammar below and the scan prefilter's markers, so a
+# line the grammar would accept is never filtered out before it is read.
+EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Interrupt", "Exit")
+EXCEPTION_NAMES = ("KeyboardInterrupt", "StopIteration")
 _EXCEPTION = re.compile(
-    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Failure|Interrupt|Exit)|KeyboardInterrupt|StopIteration))(?::|$)"
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:" + "|".join(EXCEPTION_SUFFIXES) + r")|"
+    + "|".join(EXCEPTION_NAMES) + r"))(?::|$)"
 )
 
 

@@ -22,16 +22,21 @@ import re2
 
 from .bundle import EntryInfo, KbIndex, default_index
 from .masks import mask_line
+from .verdict import Verdict, decide, parse_stamp
 from .matcher import match_line, score_for
-from .normalize import MAX_LINE, exception_type, strip_prefixes
+from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, strip_prefixes
 
 CHUNK = 8 << 20
 TRACEBACK = "Traceback (most recent call last)"
 TRACEBACK_REACH = 400  # lines after a traceback header in which its exception line is expected
-GENERIC_MARKERS = (TRACEBACK, "Error", "Exception", "Interrupt")
+GENERIC_MARKERS = (TRACEBACK, *EXCEPTION_SUFFIXES, *EXCEPTION_NAMES)
 UNKNOWN_SCORE = 40
 FINGERPRINT_SCORE = 80  # an ordered sequence of events, when no single line named the entry
 FINGERPRINT_BONUS = 10
+MAX_HOSTS = 64  # host names kept per finding
+KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
+SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
+SNIFF_LINES = 400
 
 # What a negative exit code in a launcher summary says: the signal that ended the rank, and the entry that
 # usually explains it.
@@ -67,6 +72,10 @@ class Finding:
     count: int = 1  # how many lines folded into this finding (one per rank, usually)
     values: dict[str, Any] = field(default_factory=dict)
     signature_role: str = "initiating"  # what the entry says of the line, before causality is decided
+    hosts: list[str] = field(default_factory=list)  # host names the lines' prefixes gave (syslog, NCCL, pdsh)
+    stamp: str | None = None  # the first line's timestamp, as written
+    kernel: bool = False  # read from a kernel log (syslog, dmesg)
+    before_job: bool = False  # a kernel-log line stamped before the job's first line: an earlier job's event
     order: tuple[int, int] = (0, 0)  # (file position, line) for ordering
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +93,12 @@ class ScanReport:
     hints: list[str] = field(default_factory=list)
     index: KbIndex | None = None
     errors: list[str] = field(default_factory=list)  # what could not be read; findings cover the rest
+    start: str | None = None  # the job's first timestamp, as written (kernel-log lines excluded)
+
+    @cached_property
+    def verdict(self) -> Verdict | None:
+        """Retry as is, retry elsewhere (and what to exclude), fix first, or unknown; None for a healthy log."""
+        return decide(self)
 
     @cached_property
     def entry(self) -> dict[str, Any] | None:
@@ -108,6 +123,7 @@ class ScanReport:
         return {
             "files": self.files,
             "lines": self.lines,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
             "initiating": self.initiating.to_dict() if self.initiating else None,
             "fix": info.fix if info else None,
             "verify": list(info.verify) if info else [],
@@ -129,6 +145,7 @@ class _Collector:
         self.progress: dict[tuple[int, int, int | None], tuple[int, int]] = {}
         self.file_no = 0
         self.file_name: str | None = None
+        self.start: str | None = None  # the job's first timestamp (see sniff_start)
 
     def line(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
@@ -148,7 +165,8 @@ class _Collector:
             for other, om in hits:  # every signature of the chosen entry that matched adds its values
                 if other.entry is sig.entry:
                     values.update({k: v for k, v in om.groupdict().items() if v is not None and k not in values})
-            self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role, values)
+            self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role, values,
+                      line)
             return
         if text.startswith(TRACEBACK):
             self.tracebacks[(self.file_no, line.rank)] = number
@@ -156,7 +174,7 @@ class _Collector:
         if exc:
             start = self.tracebacks.get((self.file_no, line.rank))
             if start is not None and 0 < number - start <= TRACEBACK_REACH:
-                self._add(None, None, text, line.rank, number, UNKNOWN_SCORE, exc, "initiating", {})
+                self._add(None, None, text, line.rank, number, UNKNOWN_SCORE, exc, "initiating", {}, line)
                 del self.tracebacks[(self.file_no, line.rank)]
 
     def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None) -> None:
@@ -187,41 +205,59 @@ class _Collector:
         self._add(entry_id, title, text, rank, number, FINGERPRINT_SCORE, exc, "initiating", {"fingerprint": True})
 
     def _add(self, entry_id: str | None, title: str | None, text: str, rank: int | None, number: int, score: int,
-             exc: str | None, role: str, values: dict[str, Any]) -> None:
+             exc: str | None, role: str, values: dict[str, Any], line: Line | None = None) -> None:
         key = (entry_id or f"?{exc}", mask_line(text))
+        host = line.host if line is not None else None
         found = self.groups.get(key)
         if found is not None:
             found.count += 1
             if rank is not None and rank not in found.ranks:
                 found.ranks.append(rank)
+            if host and host not in found.hosts and len(found.hosts) < MAX_HOSTS:
+                found.hosts.append(host)
             return
         self.groups[key] = Finding(
             id=entry_id, line=number, rank=rank, role=role, text=text, score=score, exception=exc, title=title,
             file=self.file_name, ranks=[rank] if rank is not None else [], values=values, signature_role=role,
-            order=(self.file_no, number),
+            hosts=[host] if host else [], stamp=line.stamp if line is not None else None,
+            kernel=line is not None and bool(KERNEL_PREFIXES.intersection(line.prefixes)), order=(self.file_no, number),
         )
+
+    def sniff_start(self, raw: str) -> None:
+        """Remember the job's first timestamp: the first job line (not a kernel-log line) that carries one."""
+        if self.start is None:
+            line = strip_prefixes(raw)
+            if line.stamp and not KERNEL_PREFIXES.intersection(line.prefixes):
+                self.start = line.stamp
 
     def report(self, lines: int, files: list[str]) -> ScanReport:
         findings = sorted(self.groups.values(), key=lambda f: f.order)
+        start = parse_stamp(self.start)
         for f in findings:
             f.ranks.sort()
+            if start is not None and f.kernel:
+                when = parse_stamp(f.stamp, start.year)
+                f.before_job = when is not None and when < start
         initiating = _choose_initiating(findings, self.index)
         for f in findings:
             f.role = "initiating" if f is initiating else "collateral"
-        return ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index)
+        return ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index,
+                          start=self.start)
 
 
 def _choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | None:
     # The earliest root cause the knowledge base knows; else the earliest exception from a traceback; else
     # the most telling piece of fallout (launcher summaries last, since they only say that a child died).
-    known = [f for f in findings if f.id and f.signature_role == "initiating"]
+    current = [f for f in findings if not f.before_job] or findings
+    known = [f for f in current if f.id and f.signature_role == "initiating"]
     if known:
         return known[0]
-    unknown = [f for f in findings if f.id is None]
+    unknown = [f for f in current if f.id is None]
     if unknown:
         return unknown[0]
-    if not findings:
+    if not current:
         return None
+    findings = current
 
     def launcher(f: Finding) -> bool:
         info = index.by_id.get(f.id or "")
@@ -369,7 +405,9 @@ def _open(path: Path) -> BinaryIO:
     head = fh.read(2) if stat.S_ISREG(st.st_mode) else b""
     if head == b"\x1f\x8b":
         fh.seek(0)
-        return gzip.GzipFile(fileobj=fh)  # type: ignore[return-value]
+        gz = gzip.GzipFile(fileobj=fh)
+        gz.myfileobj = fh  # so closing the reader closes the file (GzipFile leaves a given fileobj open)
+        return gz  # type: ignore[return-value]
     if stat.S_ISREG(st.st_mode):
         fh.seek(0)
     else:
@@ -633,6 +671,20 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     return offset, None
 
 
+def _sniff_file(path: Path, collector: _Collector) -> None:
+    if collector.start is not None or not path.is_file():  # a pipe would lose what the sniff reads
+        return
+    try:
+        with _open(path) as fh:
+            head = fh.read(SNIFF_BYTES)
+    except (OSError, ScanError, EOFError):
+        return  # the main pass reports what is wrong with the file
+    for raw in head.decode("utf-8", "replace").splitlines()[:SNIFF_LINES]:
+        collector.sniff_start(raw)
+        if collector.start is not None:
+            return
+
+
 def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
     """Scan a log: a path (plain or gzip), a binary file object, or an iterable of lines (str or bytes)."""
     return scan_many([source], index=index, progress=progress)
@@ -660,6 +712,8 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                 name, fh, owned = str(src), _open(Path(src)), True
             collector.file_name = name
             names.append(name)
+            if owned:
+                _sniff_file(Path(src), collector)  # type: ignore[arg-type]
             try:
                 result = None
                 if owned and _is_big_plain_file(fh):
@@ -678,6 +732,8 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             for number, item in enumerate(src, 1):
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
                 raw = raw[:MAX_LINE]
+                if number <= SNIFF_LINES and collector.start is None:
+                    collector.sniff_start(raw)
                 if prefilter.search(raw.encode("utf-8", "replace")):
                     collector.line(raw.rstrip("\r\n"), number)
             total += number

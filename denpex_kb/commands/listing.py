@@ -23,7 +23,8 @@ def run(args: argparse.Namespace) -> int:
     rows = [e for e in idx.entries if not args.phase or e.phase == args.phase]
     if args.json:
         out = [
-            {"id": e.id, "title": e.title, "phase": e.phase, "severity": e.severity, "tags": list(e.tags), "status": e.status, "url": e.url}
+            {"id": e.id, "title": e.title, "phase": e.phase, "severity": e.severity, "tags": list(e.tags), "status": e.status,
+             "retry": e.retry, "blame": e.blame, "url": e.url}
             for e in rows
         ]
         print(json.dumps(out, indent=2, ensure_ascii=False))

@@ -54,5 +54,7 @@ def run(args: argparse.Namespace) -> int:
         if values:
             print("  values:  " + ", ".join(f"{k}={v}" for k, v in sorted(values.items())))
         print(f"  fix:     {r.fix}")
+        if r.retry:
+            print(f"  retry:   {r.retry} (blame: {r.blame})")
         print(f"  more:    {r.url}  (or: denpex-kb explain {r.id})")
     return 0

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from ..cli import UsageError
 from ..scanner import Finding, ScanError, ScanReport, scan_many  # light: no model, no loader
+from ..verdict import EXIT_CODES, EXIT_HELP
 from ._common import add_kb_option, index
 
 ORDER = 20
@@ -19,6 +20,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scan", help="find the initiating failure in training logs (plain or .gz; '-' is stdin)")
     p.add_argument("logs", nargs="*", metavar="LOG", help="log files; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--exit-by-verdict", action="store_true",
+        help=f"exit with the verdict's code for launchers and schedulers: {EXIT_HELP}; 2 stays a usage or I/O error",
+    )
+    p.add_argument(
+        "--exclude-file", metavar="FILE",
+        help="with a retry-elsewhere verdict, write the host names to exclude to FILE, one a line (an empty file "
+        "otherwise), e.g. for `sbatch --exclude=$(paste -sd, FILE)`",
+    )
     add_kb_option(p, runtime=True)
     p.set_defaults(handler=run)
 
@@ -64,6 +74,10 @@ def _where(f: Finding) -> str:
 def render(report: ScanReport) -> str:
     out: list[str] = []
     init = report.initiating
+    if report.verdict is not None:
+        out.append(report.verdict.headline())
+        out.extend(f"  (not acted on: {line})" for line in report.verdict.stale)
+        out.append("")
     if init is None:
         out.append(f"No failure found in {report.lines} lines.")
     else:
@@ -123,8 +137,18 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if progress:
             progress.close()
+    verdict = report.verdict
+    if args.exclude_file:
+        names = verdict.exclude if verdict is not None and verdict.retry == "elsewhere" else ()
+        try:
+            with open(args.exclude_file, "w", encoding="utf-8") as fh:
+                fh.writelines(f"{name}\n" for name in names)
+        except OSError as exc:
+            raise UsageError(f"{args.exclude_file}: {exc.strerror}") from None
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(render(report))
+    if args.exit_by_verdict:
+        return EXIT_CODES["none"] if verdict is None else verdict.exit_code
     return 1 if report.initiating else 0

@@ -13,7 +13,7 @@ from ..model import PHASE_INFO, Entry, Phase
 from ..normalize import strip_prefixes
 from .audit import SiteProblem, audit_site
 from .render import phase_title, to_markdown
-from .sanitize import safe_inline
+from .sanitize import safe_inline, safe_label
 
 RECENT = 10
 
@@ -38,7 +38,7 @@ def _code(text: str) -> str:
 def phase_page(phase: Phase, entries: list[Entry]) -> str:
     title, meaning = PHASE_INFO[phase]
     rows = [
-        f"| [{safe_inline(e.title)}](../entries/{e.id}.md) | {_code(_signature_line(e))} | {e.severity.value} |"
+        f"| [{safe_label(e.title)}](../entries/{e.id}.md) | {_code(_signature_line(e))} | {e.severity.value} |"
         for e in sorted(entries, key=lambda e: e.title.lower())
     ]
     table = "| Failure | What the log says | Severity |\n|---|---|---|\n" + "\n".join(rows) if rows else "_No entries yet._"
@@ -52,7 +52,7 @@ def home_page(kb: KnowledgeBase) -> str:
         for p in Phase
     )
     recent = sorted(entries, key=lambda e: (Version(e.since), e.id), reverse=True)[:RECENT]
-    recent_rows = "\n".join(f"- [{safe_inline(e.title)}](entries/{e.id}.md) <small>({phase_title(e.phase)}, since {e.since})</small>" for e in recent)
+    recent_rows = "\n".join(f"- [{safe_label(e.title)}](entries/{e.id}.md) <small>({phase_title(e.phase)}, since {e.since})</small>" for e in recent)
     return f"""---
 title: The failure hub
 hide:

@@ -52,6 +52,22 @@ def report_url(entry_id: str) -> str:
     return f"{REPO_URL}/issues/new?{query}"
 
 
+RETRY_MEANING = {
+    "no": "Do not rerun as is: the same job fails the same way until the cause is fixed.",
+    "yes": "Rerun as is: the failure is transient.",
+    "elsewhere": "Rerun without the node, GPU or link that the log names, and take that one out of service.",
+    "depends": "It depends; the checklist tells the cases apart.",
+}
+
+
+def response_text(entry: Entry) -> str:
+    """The response block as one paragraph: what a person or a scheduler should do with the job."""
+    assert entry.response is not None
+    r = entry.response
+    text = f"**retry: {r.retry.value}, blame: {r.blame.value}.** {RETRY_MEANING[r.retry.value]}"
+    return text + (f" {r.note}" if r.note else "")
+
+
 def phase_title(phase: Phase | str) -> str:
     return PHASE_INFO[Phase(phase)][0]
 
@@ -80,6 +96,8 @@ def entry_sections(entry: Entry) -> list[Section]:
     if entry.fix.variants:
         fix.add("tabs", [(FRAMEWORK_LABELS[v.framework], v.body) for v in entry.fix.variants])
     sections.append(fix)
+    if entry.response:
+        sections.append(Section("Rerun or fix first").add("text", response_text(entry)))
     if entry.commands:
         commands = Section("Commands")
         for purpose in ("preserve", "diagnose", "verify"):
@@ -127,6 +145,8 @@ def front_matter(entry: Entry) -> str:
         "phase_title": phase_title(entry.phase),
         "status": entry.status,
         "severity": entry.severity.value,
+        "retry": entry.response.retry.value if entry.response else None,
+        "blame": entry.response.blame.value if entry.response else None,
         "since": entry.since,
         "edit_url": edit_url(entry.id),
         "report_url": report_url(entry.id),

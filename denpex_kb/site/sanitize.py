@@ -80,6 +80,12 @@ def safe_inline(text: str) -> str:
     return _inline(" ".join(text.split()))
 
 
+def safe_label(text: str) -> str:
+    """One-line text for a link label or a table cell: as safe_inline, and no backtick left to open a code span
+    that would run across the link's target or into the next cell."""
+    return safe_inline(text).replace("`", "&#96;").replace("|", "&#124;")
+
+
 def fence(text: str, lang: str = "text") -> str:
     """A fenced code block that cannot be closed early by its content."""
     longest = max((len(m.group(0)) for m in re.finditer(r"`+", text)), default=0)

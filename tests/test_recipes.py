@@ -1,0 +1,145 @@
+"""The shipped recipes run for real: bash scripts with stand-ins for the tools a cluster has (scontrol, torchrun),
+and the YAML recipes parsed and checked against the verdict's exit codes, their run steps executed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from conftest import GOOD_ENTRY
+from denpex_kb.commands.recipe import recipes
+from denpex_kb.verdict import EXIT_CODES
+from test_verdict import JOB_START, OOM, XID79
+
+BASH = shutil.which("bash")
+pytestmark = pytest.mark.skipif(BASH is None, reason="bash is needed to run the recipes")
+
+HARDWARE_LOG = [JOB_START, f"Nov 29 19:30:01 gpu-17 kernel: {XID79}", f"[rank3]: {OOM}"]
+SOFTWARE_LOG = [JOB_START, f"[rank3]: {OOM}"]
+
+
+def _tools(tmp_path: Path, log_lines: list[str], exit_code: int = 1) -> Path:
+    """A bin/ with a `torchrun` that prints the given lines and fails, and an `scontrol` that records its calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (tmp_path / "job-output.txt").write_text("\n".join(log_lines) + "\n", encoding="utf-8")
+    torchrun = bin_dir / "torchrun"
+    torchrun.write_text(f'#!/bin/sh\necho run >> "{tmp_path}/runs"\ncat "{tmp_path}/job-output.txt"\nexit {exit_code}\n')
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/scontrol-calls"\n')
+    for tool in (torchrun, scontrol):
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def _env(bin_dir: Path, **extra: str) -> dict[str, str]:
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "PATH": path, **extra}
+
+
+def _recipe(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_text(recipes()[name], encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def test_slurm_requeue_excludes_the_bad_node(tmp_path: Path):
+    script = _recipe(tmp_path, "slurm-requeue.sh")
+    env = _env(_tools(tmp_path, HARDWARE_LOG), SLURM_JOB_ID="4711", SLURM_RESTART_COUNT="0")
+    proc = subprocess.run([BASH, str(script), str(tmp_path / "train.log"), "--", "torchrun", "train.py"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr  # the step's own status
+    assert _lines(tmp_path / "scontrol-calls") == ["update JobId=4711 ExcNodeList=gpu-17", "requeue 4711"]
+    assert "Retry elsewhere: exclude node gpu-17" in proc.stderr
+
+
+def test_slurm_requeue_leaves_a_code_failure_alone(tmp_path: Path):
+    script = _recipe(tmp_path, "slurm-requeue.sh")
+    env = _env(_tools(tmp_path, SOFTWARE_LOG), SLURM_JOB_ID="4711")
+    proc = subprocess.run([BASH, str(script), str(tmp_path / "train.log"), "--", "torchrun", "train.py"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert _lines(tmp_path / "scontrol-calls") == []
+    assert "Do not retry: fix first" in proc.stderr
+
+
+def test_slurm_requeue_stops_after_the_limit(tmp_path: Path):
+    script = _recipe(tmp_path, "slurm-requeue.sh")
+    env = _env(_tools(tmp_path, HARDWARE_LOG), SLURM_JOB_ID="4711", SLURM_RESTART_COUNT="3")
+    subprocess.run([BASH, str(script), str(tmp_path / "train.log"), "--", "torchrun", "train.py"],
+                   env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert _lines(tmp_path / "scontrol-calls") == []
+
+
+def test_retry_loop_reruns_transient_failures_only(tmp_path: Path, make_kb):
+    # A knowledge base whose one entry is transient (retry: yes), compiled into a bundle the script's scan uses.
+    transient = GOOD_ENTRY.replace('retry: "no"\n  blame: code', 'retry: "yes"\n  blame: fabric')
+    kb = make_kb({"demo-device-mismatch.yaml": transient})
+    bundle = tmp_path / "bundle"
+    subprocess.run([sys.executable, "-m", "denpex_kb", "compile", "--kb", str(kb), "--out", str(bundle)],
+                   check=True, capture_output=True)
+    line = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    script = _recipe(tmp_path, "retry-loop.sh")
+    env = _env(_tools(tmp_path, [line]), DENPEX_KB_BUNDLE=str(bundle))
+    proc = subprocess.run([BASH, str(script), "-n", "3", str(tmp_path / "train.log"), "--", "torchrun", "train.py"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == EXIT_CODES["yes"], proc.stderr
+    assert len(_lines(tmp_path / "runs")) == 3  # rerun until the attempts ran out
+
+
+def test_retry_loop_stops_on_a_code_failure(tmp_path: Path):
+    script = _recipe(tmp_path, "retry-loop.sh")
+    proc = subprocess.run([BASH, str(script), str(tmp_path / "train.log"), "--", "torchrun", "train.py"],
+                          env=_env(_tools(tmp_path, SOFTWARE_LOG)), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_CODES["no"] == 12
+    assert len(_lines(tmp_path / "runs")) == 1
+
+
+def _run_step(tmp_path: Path, script: str, log_lines: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BASH, "-c", script], env=_env(_tools(tmp_path, log_lines)), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_skypilot_recovers_exactly_the_retry_codes(tmp_path: Path):
+    doc = YAML(typ="safe").load(recipes()["skypilot-job.yaml"])
+    recovery = doc["resources"]["job_recovery"]
+    assert recovery["recover_on_exit_codes"] == [EXIT_CODES["yes"], EXIT_CODES["elsewhere"]]
+    assert recovery["max_restarts_on_errors"] == 0  # fix-first and unknown failures end the job
+    assert _run_step(tmp_path, doc["run"], HARDWARE_LOG).returncode == EXIT_CODES["elsewhere"]
+    assert _run_step(tmp_path, doc["run"], SOFTWARE_LOG).returncode == EXIT_CODES["no"]
+
+
+def test_kubernetes_pod_failure_policy(tmp_path: Path):
+    doc = YAML(typ="safe").load(recipes()["kubernetes-job.yaml"])
+    assert (doc["apiVersion"], doc["kind"]) == ("batch/v1", "Job")
+    pod = doc["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"  # the API rejects podFailurePolicy otherwise
+    container = pod["containers"][0]
+    rules = doc["spec"]["podFailurePolicy"]["rules"]
+    for rule in rules:
+        assert rule["action"] in {"FailJob", "Ignore", "Count", "FailIndex"}
+        codes = rule["onExitCodes"]
+        assert codes["containerName"] == container["name"] and codes["operator"] in {"In", "NotIn"}
+        assert all(isinstance(v, int) and 0 < v <= 255 for v in codes["values"])
+    by_action = {r["action"]: set(r["onExitCodes"]["values"]) for r in rules}
+    assert by_action["FailJob"] == {EXIT_CODES["no"], EXIT_CODES["unknown"]}
+    assert by_action["Count"] == {EXIT_CODES["yes"], EXIT_CODES["elsewhere"]}
+    step = container["args"][0].replace("/dev/termination-log", str(tmp_path / "termination-log"))
+    proc = _run_step(tmp_path, step, HARDWARE_LOG)
+    assert proc.returncode == EXIT_CODES["elsewhere"]
+    assert (tmp_path / "termination-log").read_text().startswith("Retry elsewhere: exclude node gpu-17")
+
+
+def test_every_recipe_is_tested():
+    assert set(recipes()) == {"slurm-requeue.sh", "retry-loop.sh", "skypilot-job.yaml", "kubernetes-job.yaml"}
