@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from .bundle import CompiledSig, KbIndex, default_index
+from .bundle import _RE2_OPTIONS, _WORD, CompiledSig, KbIndex, default_index
 from .normalize import Line, exception_type, strip_prefixes
+from .paste import SoftWrap, normalize_line
+
+import re2
 
 # Scores are 0-100. A signature hit scores by how much fixed text it matched: a long specific message is
 # stronger evidence than a short generic one. Lines joined across a hard wrap score a little lower.
 MIN_SCORE = 50
 _WRAP_PENALTY = 5
 MAX_BLOCK_LINES = 2_000
+# Tiers. "exact": the line as printed, prefixes stripped. "normalized": only when the exact pass finds nothing,
+# the same text with pasted-text artifacts undone (denpex_kb/paste.py), then soft-wrapped lines joined, then
+# matched ignoring case. A normalized hit must first earn MIN_SCORE like an exact one; its score is then halved,
+# so every normalized score is below MIN_SCORE and below any exact hit.
+EXACT = "exact"
+NORMALIZED = "normalized"
+_SOFT_WRAP_PENALTY = 10  # before halving
+_CASE_PENALTY = 10  # after halving
+
+
+def _normalized_score(exact_score: int) -> int:
+    return max(1, min(MIN_SCORE - 1, exact_score // 2))
 
 
 def score_for(specificity: int) -> int:
@@ -22,11 +37,12 @@ class Match:
     """One entry that `match` found in the text, with the evidence."""
 
     __slots__ = ("id", "title", "phase", "severity", "score", "signature", "role", "line", "values", "fix", "url",
-                 "specificity", "line_number", "retry", "blame")
+                 "specificity", "line_number", "retry", "blame", "tier")
 
     def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
                  line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
-                 line_number: int = 1, retry: str | None = None, blame: str | None = None) -> None:
+                 line_number: int = 1, retry: str | None = None, blame: str | None = None,
+                 tier: str = EXACT) -> None:
         self.id = id
         self.title = title
         self.phase = phase
@@ -42,6 +58,7 @@ class Match:
         self.line_number = line_number  # 1-based, within the text given
         self.retry = retry  # the entry's response: no | yes | elsewhere | depends
         self.blame = blame
+        self.tier = tier  # "exact", or "normalized": found only after undoing pasted-text artifacts
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -50,7 +67,8 @@ class Match:
         return isinstance(other, Match) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
-        return f"Match(id={self.id!r}, score={self.score}, line={self.line[:60]!r}, values={self.values})"
+        return (f"Match(id={self.id!r}, score={self.score}, tier={self.tier!r}, line={self.line[:60]!r}, "
+                f"values={self.values})")
 
 
 def _values(m: Any, line: Line, exc: str | None) -> dict[str, Any]:
@@ -80,19 +98,89 @@ def _best_per_entry(found: dict[str, Match], candidate: Match) -> None:
         found[candidate.id] = candidate
 
 
-def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Match]:
-    """The failures `text` (one line or a pasted block) shows, best first; [] when none is confidently matched."""
+def _as_text(text: object) -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text).decode("utf-8", "replace")
+    raise TypeError(f"match() takes the error text as a str (or UTF-8 bytes), not {type(text).__name__}")
+
+
+# Case-insensitive matching, the last pass: the word index and the regexes, lowercased and compiled on first use.
+_CASE_OPTIONS = re2.Options()
+_CASE_OPTIONS.max_mem = _RE2_OPTIONS.max_mem
+_CASE_OPTIONS.case_sensitive = False
+_CASE_REGEX: dict[str, Any] = {}
+_CASE_INDEX: dict[int, tuple[KbIndex, dict[str, list[CompiledSig]], list[tuple[str, CompiledSig]]]] = {}
+
+
+def _case_index(index: KbIndex) -> tuple[dict[str, list[CompiledSig]], list[tuple[str, CompiledSig]]]:
+    cached = _CASE_INDEX.get(id(index))
+    if cached is None or cached[0] is not index:
+        words: dict[str, list[CompiledSig]] = {}
+        for word, sigs in index.word_index.items():
+            words.setdefault(word.lower(), []).extend(sigs)
+        always = [(a.lower(), sig) for a, sigs in zip(index._always_anchors, index._always_sigs) for sig in sigs]
+        cached = _CASE_INDEX[id(index)] = (index, words, always)
+    return cached[1], cached[2]
+
+
+def match_line_ignoring_case(text: str, index: KbIndex) -> list[tuple[CompiledSig, Any]]:
+    """Every signature hit in one normalised line, letter case ignored."""
+    words, always = _case_index(index)
+    low = text.lower()
+    found: dict[int, CompiledSig] = {}
+    for word in set(_WORD.findall(low)):
+        for sig in words.get(word, ()):
+            found[id(sig)] = sig
+    for anchor, sig in always:
+        if anchor in low:
+            found[id(sig)] = sig
+    hits = []
+    for sig in found.values():
+        if not any(a.lower() in low for a in sig.anchors):
+            continue
+        regex = _CASE_REGEX.get(sig.pattern)
+        if regex is None:
+            regex = _CASE_REGEX[sig.pattern] = re2.compile(sig.pattern, _CASE_OPTIONS)
+        m = regex.search(text)
+        if m is not None:
+            hits.append((sig, m))
+    return hits
+
+
+def _pasted_line(raw: str) -> Line:
+    """`raw` with pasted-text artifacts undone, around and inside the log prefixes."""
+    line = strip_prefixes(normalize_line(raw))
+    inner = normalize_line(line.text)
+    if inner != line.text:
+        again = strip_prefixes(inner)
+        again.rank = line.rank if line.rank is not None else again.rank
+        again.host = line.host or again.host
+        line = again
+    return line
+
+
+def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None) -> list[Match]:
+    """The failures `text` (one line or a pasted block) shows, best first; [] when none is confidently matched.
+
+    `text` is a str; bytes are decoded as UTF-8 (undecodable bytes replaced). Anything else is a TypeError.
+    """
+    text = _as_text(text)
     index = index or default_index()
     raw_lines = text.splitlines()[:MAX_BLOCK_LINES] or [""]
     lines = [strip_prefixes(r) for r in raw_lines]
     found: dict[str, Match] = {}
     matched_lines: set[int] = set()
 
-    def consider(sig: CompiledSig, m: Any, line: Line, number: int, penalty: int = 0) -> None:
+    def consider(sig: CompiledSig, m: Any, line: Line, number: int, penalty: int = 0, tier: str = EXACT,
+                 case_penalty: int = 0) -> None:
         exc = exception_type(line.text)
         score = score_for(sig.specificity) - penalty
         if score < MIN_SCORE:
             return
+        if tier != EXACT:
+            score = max(1, _normalized_score(score) - case_penalty)
         _best_per_entry(
             found,
             Match(
@@ -111,6 +199,7 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
                 line_number=number,
                 retry=sig.entry.retry,
                 blame=sig.entry.blame,
+                tier=tier,
             ),
         )
 
@@ -125,7 +214,48 @@ def match(text: str, *, top: int = 5, index: KbIndex | None = None) -> list[Matc
         joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
         for sig, m in match_line(joined.text, index):
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
+    if not found:
+        _normalized_pass(raw_lines, lines, index, consider, found)
     # A root cause outranks fallout reported in the same text (a launcher summary pasted with the traceback),
-    # as in `scan`; then stronger evidence first.
-    ranked = sorted(found.values(), key=lambda r: (r.role != "initiating", -r.score, -r.specificity, r.id))
+    # as in `scan`; then stronger evidence first. Exact hits before normalized ones, whatever their scores.
+    ranked = sorted(
+        found.values(), key=lambda r: (r.tier != EXACT, r.role != "initiating", -r.score, -r.specificity, r.id)
+    )
     return ranked[: max(top, 0)]
+
+
+def _normalized_pass(raw_lines: list[str], exact: list[Line], index: KbIndex, consider: Any,
+                     found: dict[str, Match]) -> None:
+    """Only when the exact pass found nothing: pasted-text artifacts undone, then soft wraps joined, then case
+    ignored. Each step runs only if the ones before it found nothing."""
+    lines = [_pasted_line(r) for r in raw_lines]
+    matched: set[int] = set()
+    for i, line in enumerate(lines):
+        if line.text == exact[i].text:
+            continue  # the exact pass has read this very text
+        for sig, m in match_line(line.text, index):
+            consider(sig, m, line, i + 1, tier=NORMALIZED)
+            matched.add(i)
+    for i in range(len(lines) - 1):
+        if i in matched or i + 1 in matched or not lines[i].text or not lines[i + 1].text:
+            continue
+        if lines[i].text == exact[i].text and lines[i + 1].text == exact[i + 1].text:
+            continue
+        joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
+        for sig, m in match_line(joined.text, index):
+            consider(sig, m, joined, i + 1, _WRAP_PENALTY, tier=NORMALIZED)
+    if found:
+        return
+    texts = [line.text for line in lines]
+    windows = SoftWrap.joins(raw_lines, texts)
+    for start, _count, joined_text in windows:
+        joined = Line(text=joined_text, rank=lines[start].rank, host=lines[start].host)
+        for sig, m in match_line(joined_text, index):
+            consider(sig, m, joined, start + 1, _SOFT_WRAP_PENALTY, tier=NORMALIZED)
+    if found:
+        return
+    for i, line in enumerate(lines):
+        if not line.text:
+            continue
+        for sig, m in match_line_ignoring_case(line.text, index):
+            consider(sig, m, line, i + 1, tier=NORMALIZED, case_penalty=_CASE_PENALTY)

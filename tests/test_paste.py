@@ -1,0 +1,199 @@
+"""Pasted-text normalizers (denpex_kb/paste.py) and the normalized tier of `match`.
+
+Cases are the knowledge base's own example wordings (or obvious constructions) with a pasting artifact added.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from conftest import KB
+from denpex_kb.bundle import default_index, index_from_kb_dir
+from denpex_kb.matcher import EXACT, MIN_SCORE, NORMALIZED, match
+from denpex_kb.paste import BY_NAME, NORMALIZERS, SoftWrap, applied, normalize_line
+
+IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+    "79.15 GiB of which 3.25 MiB is free. Including non-PyTorch memory, this process has 79.14 GiB memory in use."
+)
+BF16 = "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0"
+
+
+@pytest.fixture(scope="module")
+def index():
+    try:
+        return default_index()
+    except ValueError:  # a stale packaged bundle while kb/ is being recompiled
+        return index_from_kb_dir(KB, strict=False)
+
+
+# (normalizer, pasted, what the program printed)
+UNITS = [
+    ("invisible-chars", "CUDA error:\u200b an illegal\ufeff memory access", "CUDA error: an illegal memory access"),
+    ("quote-marker", "> RuntimeError: boom", "RuntimeError: boom"),
+    ("quote-marker", "> > RuntimeError: boom", "RuntimeError: boom"),
+    ("quote-marker", ">>> import torch", "import torch"),
+    ("list-bullet", "- RuntimeError: boom", "RuntimeError: boom"),
+    ("list-bullet", "  * RuntimeError: boom", "RuntimeError: boom"),
+    ("list-bullet", "2) RuntimeError: boom", "RuntimeError: boom"),
+    ("list-bullet", "\u2022 RuntimeError: boom", "RuntimeError: boom"),
+    ("code-fence", "```RuntimeError: boom```", "RuntimeError: boom"),
+    ("code-fence", "```python RuntimeError: boom", "RuntimeError: boom"),
+    (
+        "markdown-link",
+        "NCCL WARN transport/[net_ib.cc:101](http://net_ib.cc:101/) NET/IB : Got async event",
+        "NCCL WARN transport/net_ib.cc:101 NET/IB : Got async event",
+    ),
+    (
+        "markdown-link",
+        "[/usr/lib/python3/site-packages/torch/autograd/graph.py](https://localhost:8080/#) in _engine_run_backward",
+        "/usr/lib/python3/site-packages/torch/autograd/graph.py in _engine_run_backward",
+    ),
+    ("wrapping-backticks", "`RuntimeError: boom`", "RuntimeError: boom"),
+    ("wrapping-backticks", "``RuntimeError: boom``", "RuntimeError: boom"),
+    ("markdown-emphasis", "**RuntimeError: boom**", "RuntimeError: boom"),
+    ("markdown-emphasis", "CUDA error: an **illegal memory access** was", "CUDA error: an illegal memory access was"),
+    ("markdown-emphasis", "__RuntimeError: boom__", "RuntimeError: boom"),
+    ("markdown-emphasis", "**RuntimeError: boom", "RuntimeError: boom"),
+    ("smart-quotes", "KeyError: \u2018RANK\u2019", "KeyError: 'RANK'"),
+    ("smart-quotes", "could not select device driver \u201c\u201d with", 'could not select device driver "" with'),
+    ("ellipsis", "CUDA error: an illegal memory access was\u2026", "CUDA error: an illegal memory access was"),
+    ("ellipsis", "Loading\u2026 done", "Loading... done"),
+    ("escaped-quotes", "Your setup doesn\\'t support bf16/gpu.", "Your setup doesn't support bf16/gpu."),
+]
+
+
+@pytest.mark.parametrize("name,pasted,printed", UNITS)
+def test_each_normalizer_undoes_its_artifact(name, pasted, printed):
+    assert BY_NAME[name].apply(pasted).strip() == printed
+    assert name in applied(pasted)
+
+
+# Text the normalizers must leave alone: the messages themselves use these characters.
+UNTOUCHED = [
+    "Assertion `srcIndex < srcSelectDimSize` failed.",
+    "`FlatParameter` requires uniform dtype but got torch.float16 and torch.float32",
+    "def forward(self, *args, **kwargs):",
+    "self.__class__.__name__ is not __main__",
+    "-> 2198 ctx.saved_tensors,",
+    "ImportError: version `GLIBCXX_3.4.29' not found",
+    "x = a - b",
+    "Loading checkpoint shards...",
+]
+
+
+@pytest.mark.parametrize("text", UNTOUCHED)
+def test_normalizers_leave_message_text_alone(text):
+    assert normalize_line(text) == text
+
+
+def test_every_normalizer_has_a_unit_case():
+    assert {n.name for n in NORMALIZERS} == {name for name, _, _ in UNITS}
+
+
+# Pastes the exact pass cannot read and the normalized pass can: (pasted, entry id).
+NORMALIZED_CASES = [
+    ("RuntimeError: CUDA error: an **illegal memory access** was encountered", "cuda-illegal-memory-access"),
+    ("RuntimeError: CUDA error: an illegal memory\u200b access was encountered", "cuda-illegal-memory-access"),
+    (BF16.replace("'", "\u2019"), "bf16-unsupported"),
+    (BF16.replace("'", "\\'"), "bf16-unsupported"),
+    ("KeyError: \u2018RANK\u2019", "distributed-env-missing"),
+    (
+        "terminate called after throwing an instance of 'gloo::IoException' what(): [/pytorch/third_party/gloo/gloo/"
+        "transport/tcp/[pair.cc:589](http://pair.cc:589/)] connect [127.0.0.1]:45695: Connection refused",
+        "gloo-connection-failure",
+    ),
+    (IMA.lower(), "cuda-illegal-memory-access"),
+    (IMA.upper(), "cuda-illegal-memory-access"),
+]
+
+
+@pytest.mark.parametrize("pasted,entry", NORMALIZED_CASES)
+def test_normalized_pass_names_the_failure(pasted, entry, index):
+    found = match(pasted, index=index)
+    assert found and found[0].id == entry
+    assert found[0].tier == NORMALIZED
+    assert found[0].to_dict()["tier"] == NORMALIZED
+    assert 0 < found[0].score < MIN_SCORE
+
+
+def test_exact_hits_are_tier_exact_and_unchanged(index):
+    found = match(f"[rank3]: {IMA}", index=index)
+    assert found[0].tier == EXACT and found[0].score >= MIN_SCORE and found[0].values["rank"] == 3
+
+
+def test_normalized_scores_below_every_exact_score(index):
+    exact = match(OOM, index=index)[0]
+    normalized = match(OOM.lower(), index=index)[0]
+    assert exact.id == normalized.id == "cuda-out-of-memory"
+    assert normalized.score < MIN_SCORE <= exact.score
+    assert match(OOM.replace("'", "\u2019").replace("of memory", "of **memory**"), index=index)[0].score < MIN_SCORE
+
+
+def test_normalized_pass_runs_only_when_the_exact_pass_abstains(index):
+    block = f"{BF16.replace(chr(39), chr(0x2019))}\n{IMA}"
+    assert [(m.id, m.tier) for m in match(block, index=index)] == [("cuda-illegal-memory-access", EXACT)]
+
+
+def test_case_is_the_last_resort_and_scores_lowest(index):
+    bold = match(IMA.replace("illegal memory", "**illegal memory**"), index=index)[0]
+    lower = match(IMA.lower(), index=index)[0]
+    assert bold.tier == lower.tier == NORMALIZED
+    assert lower.score < bold.score
+
+
+def test_soft_wrap_chat_client(index):
+    pasted = "\n".join(textwrap.wrap(IMA, 20))  # broken at spaces, the spaces dropped
+    assert pasted.count("\n") >= 3
+    assert match(pasted, index=index)[0].id == "cuda-illegal-memory-access"
+    assert match(pasted, index=index)[0].tier == NORMALIZED
+
+
+def test_soft_wrap_terminal_breaks_inside_words(index):
+    pasted = "\n".join(IMA[i : i + 40] for i in range(0, len(IMA), 40))
+    assert "illegal memory access" not in pasted.replace("\n", " ")
+    found = match(pasted, index=index)
+    assert found and found[0].id == "cuda-illegal-memory-access" and found[0].tier == NORMALIZED
+
+
+def test_soft_wrap_width_and_joins():
+    raw = ["a" * 50, "b" * 50, "c" * 10, "", "lone line"]
+    assert SoftWrap.width(raw[:3]) == 50
+    joins = SoftWrap.joins(raw, raw)
+    texts = {t for _, _, t in joins}
+    assert "a" * 50 + "b" * 50 in texts and "a" * 50 + " " + "b" * 50 in texts
+    assert all(start < 3 for start, _, _ in joins)  # never across the blank line
+    assert not any("lone" in t for t in texts)
+
+
+def test_bytes_are_decoded(index):
+    assert match(IMA.encode(), index=index)[0].id == "cuda-illegal-memory-access"
+    assert match(bytearray(IMA.encode()), index=index)[0].id == "cuda-illegal-memory-access"
+    assert match(b"\xff\xfe" + IMA.encode(), index=index)[0].id == "cuda-illegal-memory-access"
+
+
+@pytest.mark.parametrize("bad", [None, 42, ["RuntimeError: x"], object()])
+def test_non_text_is_a_clear_type_error(bad, index):
+    with pytest.raises(TypeError, match=r"str \(or UTF-8 bytes\)"):
+        match(bad, index=index)
+
+
+def _benign_lines() -> list[str]:
+    out: list[str] = []
+    for log in sorted((KB.parent / "tests" / "corpus" / "benign").glob("*.log")):
+        out += [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return out
+
+
+def test_benign_lines_stay_unmatched_with_artifacts_added(index):
+    # Healthy lines pasted with every artifact: nothing may start matching (saying nothing beats being wrong).
+    lines = _benign_lines()
+    assert lines
+    for line in lines:
+        for pasted in (f"> **{line}**", f"- `{line}`", line.lower(), line.upper(), line.replace("'", "\u2019")):
+            assert match(pasted, index=index) == [], pasted
+    for i in range(0, len(lines), 40):
+        assert match("\n".join(lines[i : i + 40]), index=index) == []
