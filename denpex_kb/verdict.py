@@ -112,6 +112,58 @@ def _where(finding: Finding) -> str:
     return what
 
 
+# A launcher's exit code read in context: (what it says alone, the entry it most often means, entries whose
+# presence in the same log explain it instead).
+EXIT_CONTEXT: dict[int, tuple[str, str | None, tuple[str, ...]]] = {
+    -6: ("SIGABRT: the rank aborted itself", None, ("nccl-watchdog-timeout", "collective-mismatch-desync")),
+    -7: ("SIGBUS, most often /dev/shm exhausted", "dataloader-worker-killed-shm", ()),
+    -8: ("SIGFPE, a floating-point exception in native code", "floating-point-exception", ()),
+    -9: ("SIGKILL: killed from outside (the host OOM killer, the scheduler or a person)", None,
+         ("host-oom-killed", "slurm-time-limit", "job-preempted-sigterm")),
+    -11: ("SIGSEGV, a crash in native code", "segmentation-fault", ()),
+    -15: ("SIGTERM: asked to stop", None, ("job-preempted-sigterm", "slurm-time-limit")),
+    137: ("exit status 137 (128+9, SIGKILL): killed from outside", None,
+          ("host-oom-killed", "slurm-time-limit", "job-preempted-sigterm")),
+    139: ("exit status 139 (128+11, SIGSEGV)", "segmentation-fault", ()),
+    143: ("exit status 143 (128+15, SIGTERM): asked to stop", None, ("job-preempted-sigterm", "slurm-time-limit")),
+}
+
+
+def _exit_code(finding: Finding) -> int | None:
+    raw = finding.values.get("exitcode")
+    if raw is None or len(str(raw)) > 4:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def _from_exit_code(report: ScanReport, initiating: Finding) -> Verdict | None:
+    """When the only evidence is a launcher's exit code, read it with what else the log holds."""
+    index = report.index
+    assert index is not None
+    launcher = [f for f in report.findings if "launcher" in getattr(index.by_id.get(f.id or ""), "tags", ())]
+    codes = [c for c in (_exit_code(f) for f in [initiating, *launcher]) if c is not None and c in EXIT_CONTEXT]
+    if not codes:
+        return None
+    # Rows with -15 are usually the siblings the launcher stopped after the first failure: any other code wins.
+    code = next((c for c in codes if c != -15), codes[0])
+    meaning, usual, explained_by = EXIT_CONTEXT[code]
+    present = {f.id for f in report.findings if f.id}
+    for entry_id in explained_by:
+        info = index.by_id.get(entry_id)
+        if entry_id in present and info is not None and info.retry:
+            note = f": {info.response_note}" if info.retry == "depends" and info.response_note else ""
+            return Verdict(info.retry, info.blame, f"exit code {code} ({meaning}) after {entry_id}{note}", entry_id)
+    usual_info = index.by_id.get(usual or "")
+    if usual_info is not None:
+        return Verdict("depends", usual_info.blame,
+                       f"exit code {code} is the only evidence ({meaning}); most often {usual_info.id}", usual_info.id)
+    return Verdict("depends", None, f"exit code {code} is the only evidence ({meaning}); look at that rank's last lines and the kernel log",
+                   initiating.id)
+
+
 def decide(report: ScanReport) -> Verdict | None:
     initiating = report.initiating
     index = report.index
@@ -141,8 +193,12 @@ def decide(report: ScanReport) -> Verdict | None:
         what = initiating.exception or "an exception"
         return Verdict("unknown", None, f"{what} on rank {initiating.rank}" if initiating.rank is not None else what,
                        None, stale=tuple(stale))
-    retry, blame = response(initiating)
     info = index.by_id.get(initiating.id)
+    if info is not None and "launcher" in info.tags and initiating.signature_role == "collateral":
+        contextual = _from_exit_code(report, initiating)
+        if contextual is not None:
+            return Verdict(contextual.retry, contextual.blame, contextual.reason, contextual.entry, stale=tuple(stale))
+    retry, blame = response(initiating)
     at = f" on rank {initiating.rank}" if initiating.rank is not None else ""
     if retry is None:  # a draft entry with no response yet
         return Verdict("unknown", None, f"{initiating.id}{at}: this entry does not say yet", initiating.id, stale=tuple(stale))

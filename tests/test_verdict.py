@@ -134,3 +134,22 @@ def test_without_the_flag_exit_codes_stay_as_documented(tmp_path: Path):
 def test_timestamps(text: str, year: int | None, expected):
     stamp = parse_stamp(text, year)
     assert (stamp.timetuple()[:6] if stamp else None) == expected
+
+
+def _torchrun_summary(exitcode: int) -> list[str]:
+    # torchrun's real ChildFailedError table (captured: torch 2.13.0, CPU), with the root cause's exit code set.
+    table = next(ex.text for ex in _KB.entries["torchrun-child-failed"].examples.match if "Root Cause" in ex.text)
+    return [JOB_START, *table.replace("exitcode  : 1 (pid: 5787)", f"exitcode  : {exitcode} (pid: 5787)").splitlines()]
+
+
+@pytest.mark.parametrize(
+    "code, entry",
+    [(-9, None), (-11, "segmentation-fault"), (-8, "floating-point-exception"), (-7, "dataloader-worker-killed-shm")],
+)
+def test_an_exit_code_alone_is_read_for_what_it_usually_means(tmp_path: Path, code: int, entry: str | None):
+    report = scan(_log(tmp_path, _torchrun_summary(code)))
+    verdict = report.verdict
+    assert verdict is not None and verdict.retry == "depends", verdict
+    assert f"exit code {code} is the only evidence" in verdict.reason
+    if entry:
+        assert verdict.entry == entry and f"most often {entry}" in verdict.reason
