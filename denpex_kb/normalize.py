@@ -11,8 +11,14 @@ import re
 from typing import NamedTuple
 
 MAX_LINE = 16_384  # what a signature can need; the rest of a giant line is not read
+MAX_DIGITS = 9  # a rank, pid, tid or device number read from a prefix; longer digit runs are not a prefix
+_N = r"\d{1,%d}" % MAX_DIGITS
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+# Escape sequences: CSI (colours), OSC ended by BEL or ST (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC
+# strings, then any other ESC sequence (`ESC c` reset, `ESC ( B` charset). What is left is shown escaped.
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~]"
+)
 _SPACES = re.compile(r"\s+")
 # A tqdm bar, as left in the line before the message that was printed after it without a newline.
 _TQDM = re.compile(r"^.*?\d{1,3}%\|[^|]{0,200}\| ?[\d.]+[kMG]?/[\d.?]+[kMG]? \[[^\]]{0,80}\]")
@@ -26,20 +32,20 @@ class Prefix(NamedTuple):
 
 
 PREFIXES: tuple[Prefix, ...] = (
-    Prefix("torchrun-rank", re.compile(r"^\[rank(?P<rank>\d+)\]: ?")),
-    Prefix("torchrun-role", re.compile(r"^\[(?:default|worker|trainer)(?P<rank>\d+)\]: ?")),
-    Prefix("openmpi", re.compile(r"^\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>: ?")),
+    Prefix("torchrun-rank", re.compile(rf"^\[rank(?P<rank>{_N})\]: ?")),
+    Prefix("torchrun-role", re.compile(rf"^\[(?:default|worker|trainer)(?P<rank>{_N})\]: ?")),
+    Prefix("openmpi", re.compile(rf"^\[{_N},(?P<rank>{_N})\]<(?:stdout|stderr)>: ?")),
     Prefix("srun-label", re.compile(r"^ ?(?P<rank>\d{1,5}): ")),
-    Prefix("ray", re.compile(r"^\((?:[\w.]+ )?pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?")),
+    Prefix("ray", re.compile(rf"^\((?:[\w.]+ )?pid=(?P<pid>{_N})(?:, ip=[\d.]{{1,64}})?\) ?")),
     Prefix(
         "glog",
-        re.compile(r"^\[?(?P<level>[IWEF])\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +(?P<pid>\d+))? [\w./-]+:\d+\] ?"),
+        re.compile(rf"^\[?(?P<level>[IWEF])\d{{3,4}} \d\d:\d\d:\d\d\.\d+(?: +(?P<pid>{_N}))? [\w./-]+:\d+\] ?"),
     ),
     Prefix("c10-short", re.compile(r"^\[(?P<level>[IWEF]) [\w./-]+:\d+\] ?")),
     Prefix(
         "nccl",
         # Newer NCCL puts the source file and line before the level: `[0] transport/p2p.cc:238 NCCL WARN`.
-        re.compile(r"^(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] (?:[\w./-]+:\d+ )?(?=NCCL )"),
+        re.compile(rf"^(?P<host>[\w.-]+):(?P<pid>{_N}):(?P<tid>{_N}) \[(?P<device>{_N})\] (?:[\w./-]+:\d+ )?(?=NCCL )"),
     ),
     Prefix("kernel-time", re.compile(r"^\[ *\d+\.\d+\] ?")),
     Prefix("dmesg-human", re.compile(r"^\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?")),
@@ -82,14 +88,34 @@ class Line:
         return f"Line(text={self.text!r}, rank={self.rank}, host={self.host!r}, pid={self.pid}, prefixes={self.prefixes})"
 
 
+def safe_int(text: str | None, digits: int = MAX_DIGITS) -> int | None:
+    """An integer read from a log, or None when it is not one or is longer than `digits` digits (Python refuses
+    to convert 4,301+ digits, and no rank, pid or exit code is that long)."""
+    if text is None:
+        return None
+    text = text.strip()
+    body = text[1:] if text[:1] in "+-" else text
+    if not body or len(body) > digits or not body.isascii() or not body.isdigit():
+        return None
+    return int(text)
+
+
+def last_segment(raw: str) -> str:
+    """The last non-empty carriage-return segment of a line (what a terminal shows of a redrawn progress bar),
+    cut to MAX_LINE only after the split, so a long bar before the message hides nothing."""
+    end = len(raw)
+    while True:
+        cr = raw.rfind("\r", 0, end)
+        segment = raw[cr + 1 : min(end, cr + 1 + MAX_LINE)]
+        if segment.strip() or cr < 0:
+            return segment if segment.strip() else ""
+        end = cr
+
+
 def strip_prefixes(raw: str) -> Line:
-    text = raw[:MAX_LINE]
+    text = last_segment(raw) if "\r" in raw else raw[:MAX_LINE]
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    if "\r" in text:
-        # A progress bar redrawn with carriage returns: the last non-empty segment is what a terminal shows.
-        segments = [s for s in text.split("\r") if s.strip()]
-        text = segments[-1] if segments else ""
     if "%|" in text:
         bar = _TQDM.match(text)
         if bar:
@@ -104,11 +130,11 @@ def strip_prefixes(raw: str) -> Line:
                 continue
             groups = m.groupdict()
             if groups.get("rank") is not None and line.rank is None:
-                line.rank = int(groups["rank"])
+                line.rank = safe_int(groups["rank"])
             if groups.get("host") and line.host is None:
                 line.host = groups["host"]
             if groups.get("pid") and line.pid is None:
-                line.pid = int(groups["pid"])
+                line.pid = safe_int(groups["pid"])
             if groups.get("stamp") and line.stamp is None:
                 line.stamp = groups["stamp"]
             line.prefixes.append(prefix.name)

@@ -12,6 +12,7 @@ import io
 import mmap
 import os
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
@@ -24,7 +25,7 @@ from .bundle import EntryInfo, KbIndex, default_index
 from .masks import mask_line
 from .verdict import Verdict, decide, parse_stamp
 from .matcher import match_line, score_for
-from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, strip_prefixes
+from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, safe_int, strip_prefixes
 
 CHUNK = 8 << 20
 TRACEBACK = "Traceback (most recent call last)"
@@ -34,6 +35,11 @@ UNKNOWN_SCORE = 40
 FINGERPRINT_SCORE = 80  # an ordered sequence of events, when no single line named the entry
 FINGERPRINT_BONUS = 10
 MAX_HOSTS = 64  # host names kept per finding
+# What a scan keeps is bounded whatever the input (an endless pipe, a log of distinct garbage): distinct
+# findings, ranks per finding, and the open tracebacks and fingerprint sequences being followed.
+MAX_FINDINGS = 10_000
+MAX_RANKS = 1 << 17
+MAX_OPEN = 1 << 16
 KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
 SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
 SNIFF_LINES = 400
@@ -146,6 +152,7 @@ class _Collector:
         self.file_no = 0
         self.file_name: str | None = None
         self.start: str | None = None  # the job's first timestamp (see sniff_start)
+        self.dropped = 0  # distinct findings not kept (beyond MAX_FINDINGS)
 
     def line(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
@@ -158,7 +165,9 @@ class _Collector:
             self._fingerprints(text, line.rank, number, exc)
 
     def _match(self, text: str, line: Any, number: int, exc: str | None) -> None:
-        hits = match_line(text, self.index)
+        # The candidates come out of a set of words, in an order that depends on PYTHONHASHSEED: sorted here, so
+        # the signature chosen and the order (and winner) of merged values are the same on every run.
+        hits = sorted(match_line(text, self.index), key=lambda h: (h[0].entry.id, h[0].number, h[0].pattern))
         if hits:
             sig, m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
             values: dict[str, Any] = {}
@@ -169,7 +178,7 @@ class _Collector:
                       line)
             return
         if text.startswith(TRACEBACK):
-            self.tracebacks[(self.file_no, line.rank)] = number
+            _bounded_put(self.tracebacks, (self.file_no, line.rank), number)
             return
         if exc:
             start = self.tracebacks.get((self.file_no, line.rank))
@@ -189,7 +198,7 @@ class _Collector:
                 step, first = 0, number
             step, first = step + 1, (number if step == 0 else first)
             if step < len(fp.events):
-                self.progress[key] = (step, first)
+                _bounded_put(self.progress, key, (step, first))
                 continue
             self.progress.pop(key, None)
             self._fingerprint_found(fp.entry.id, fp.entry.title, text, rank, number, exc)
@@ -211,10 +220,13 @@ class _Collector:
         found = self.groups.get(key)
         if found is not None:
             found.count += 1
-            if rank is not None and rank not in found.ranks:
+            if rank is not None and len(found.ranks) < MAX_RANKS and rank not in found.ranks:
                 found.ranks.append(rank)
             if host and host not in found.hosts and len(found.hosts) < MAX_HOSTS:
                 found.hosts.append(host)
+            return
+        if len(self.groups) >= MAX_FINDINGS:
+            self.dropped += 1
             return
         self.groups[key] = Finding(
             id=entry_id, line=number, rank=rank, role=role, text=text, score=score, exception=exc, title=title,
@@ -241,8 +253,19 @@ class _Collector:
         initiating = _choose_initiating(findings, self.index)
         for f in findings:
             f.role = "initiating" if f is initiating else "collateral"
-        return ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index,
-                          start=self.start)
+        report = ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index,
+                            start=self.start)
+        if self.dropped:
+            report.errors.append(f"{self.dropped} findings after the first {MAX_FINDINGS} distinct ones were not kept; "
+                                 "the report covers those first ones")
+        return report
+
+
+def _bounded_put(table: dict[Any, Any], key: Any, value: Any) -> None:
+    """table[key] = value, forgetting the oldest key when the table is full."""
+    if key not in table and len(table) >= MAX_OPEN:
+        del table[next(iter(table))]
+    table[key] = value
 
 
 def _choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | None:
@@ -271,10 +294,7 @@ def _hints(findings: list[Finding], initiating: Finding | None, index: KbIndex) 
     codes: dict[int, list[Finding]] = {}
     for f in findings:
         raw = f.values.get("exitcode")
-        try:
-            code = int(raw) if raw is not None else None
-        except ValueError:
-            code = None
+        code = safe_int(str(raw)) if raw is not None else None
         if code is not None and code in EXIT_SIGNALS:
             codes.setdefault(code, []).append(f)
     for code, fs in sorted(codes.items()):
@@ -319,7 +339,7 @@ class HyperscanPrefilter(_Prefilter):
     """The same search with Hyperscan's SIMD literal matcher, several times faster where its wheel exists."""
 
     name = "hyperscan"
-    threaded = False  # one scratch space per database
+    threaded = False  # the search holds the GIL: no gain from searching the next chunk in another thread
 
     def __init__(self, literals: list[str]) -> None:
         import hyperscan
@@ -327,10 +347,23 @@ class HyperscanPrefilter(_Prefilter):
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         encoded = [a.encode("utf-8") for a in literals]
         self.db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
+        # A scratch space may be used by one scan at a time (else ScratchInUseError): one per thread, cloned
+        # from the database's own, so `scan` can be called from many threads at once.
+        self._prototype = hyperscan.Scratch(self.db)
+        self._clone_lock = threading.Lock()
+        self._local = threading.local()
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            with self._clone_lock:
+                scratch = self._local.scratch = self._prototype.clone()
+        return scratch
 
     def _ends(self, data: bytes) -> list[int]:
         ends: list[int] = []
-        self.db.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: ends.append(end))
+        self.db.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: ends.append(end),
+                     scratch=self._scratch())
         return ends
 
     def search(self, data: bytes) -> bool:
@@ -352,22 +385,39 @@ def _line_spans(chunk: Any, positions: Iterable[int], lo: int = 0, hi: int | Non
         start = max(chunk.rfind(b"\n", lo, pos) + 1, lo)
         end = chunk.find(b"\n", pos, hi)
         end = hi if end < 0 else end
+        # A carriage return ends a segment as a line break does (a progress bar redrawn in place, with the
+        # failure glued after it): each segment is cut to MAX_LINE on its own, so a long bar hides nothing.
+        # Searched within the line only, so a chunk without `\r` costs nothing more.
+        start = max(start, chunk.rfind(b"\r", start, pos) + 1)
+        cr = chunk.find(b"\r", pos, end)
+        end = end if cr < 0 else cr
         spans.append((start, end))
         last_end = end
     return spans
 
 
+def _keep_ends(data: bytes) -> bytes:
+    """An over-long unfinished line, shortened: its first MAX_LINE bytes and, when a carriage return came after
+    them, the first MAX_LINE bytes of its last segment (what a redrawn line ends with)."""
+    cr = data.rfind(b"\r", MAX_LINE)
+    if cr < 0:
+        return data[:MAX_LINE]
+    return data[:MAX_LINE] + b"\r" + data[cr + 1 : cr + 1 + MAX_LINE]
+
+
 Prefilter = Union[Re2Prefilter, HyperscanPrefilter]
 _PREFILTERS: dict[tuple[int, str], Prefilter] = {}
+_PREFILTERS_LOCK = threading.Lock()
 
 
 def prefilter_for(index: KbIndex, engine: str | None = None) -> Prefilter:
     """The fastest prefilter available (DENPEX_KB_PREFILTER=re2 forces the portable one)."""
     engine = engine or os.environ.get("DENPEX_KB_PREFILTER", "auto")
     key = (id(index), engine)
-    if key not in _PREFILTERS:
-        _PREFILTERS[key] = _make_prefilter(sorted(set(index.all_anchors) | set(GENERIC_MARKERS)), engine)
-    return _PREFILTERS[key]
+    with _PREFILTERS_LOCK:  # threads scanning at once share one compiled prefilter
+        if key not in _PREFILTERS:
+            _PREFILTERS[key] = _make_prefilter(sorted(set(index.all_anchors) | set(GENERIC_MARKERS)), engine)
+        return _PREFILTERS[key]
 
 
 def _make_prefilter(literals: list[str], engine: str) -> Prefilter:
@@ -396,46 +446,193 @@ def _open(path: Path) -> BinaryIO:
         raise ScanError(f"{path}: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         raise ScanError(f"{path}: is a directory; give the log files inside it")
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        # /dev/zero, /dev/urandom, a disk: endless or not a log. (A terminal on stdin is read as usual.)
+        raise ScanError(f"{path}: is a device, not a log file; give a log file (or pipe the log on stdin)")
     try:
-        fh: BinaryIO = open(path, "rb")  # noqa: SIM115
+        if stat.S_ISFIFO(st.st_mode):
+            fh: BinaryIO = _open_fifo(path)
+        else:
+            fh = open(path, "rb")  # noqa: SIM115
     except PermissionError:
         raise ScanError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ScanError(f"{path}: {exc.strerror}") from None
-    head = fh.read(2) if stat.S_ISREG(st.st_mode) else b""
-    if head == b"\x1f\x8b":
+    try:
+        return _decoded(fh, str(path), owned=True, seekable=stat.S_ISREG(st.st_mode))
+    except BaseException:
+        fh.close()
+        raise
+
+
+# Compressed or archived input, told by its first bytes (never by the file name): decompressed where the
+# standard library can, refused with a message otherwise, so that "no failure found" is only ever said of text.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"\x04\x22\x4d\x18", "lz4"),
+    (b"PK\x03\x04", "zip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+)
+_HEAD = max(len(m) for m, _ in _MAGIC)
+
+
+def _codec(head: bytes) -> str | None:
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            if kind == "bzip2" and not (len(head) >= 4 and head[3:4] in b"123456789"):
+                continue  # "BZh" then a block size digit; a log line may well start with "BZh..."
+            return kind
+    return None
+
+
+class _Decoded(io.RawIOBase):
+    """A decompressing reader that closes what it reads from (when it owns it)."""
+
+    def __init__(self, reader: Any, owned: Any, kind: str) -> None:
+        self.reader = reader
+        self.owned = owned
+        self.kind = kind
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+        return self.reader.read(n)
+
+    def read1(self, n: int = -1) -> bytes:
+        return self.reader.read1(n) if hasattr(self.reader, "read1") else self.reader.read(n)
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            if self.owned is not None:
+                self.owned.close()
+            super().close()
+
+
+def _decoded(fh: Any, name: str, *, owned: bool, seekable: bool = False) -> BinaryIO:
+    """`fh`, decompressed when its first bytes say it is gzip, bzip2 or xz; ScanError for a format that is
+    not read (zstd without a decoder, lz4, zip, 7z)."""
+    parts: list[bytes] = []
+    got = 0
+    while got < _HEAD:  # a pipe may hand over fewer bytes than asked
+        part = fh.read(_HEAD - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    head = b"".join(parts)
+    if seekable:
         fh.seek(0)
-        gz = gzip.GzipFile(fileobj=fh)
-        gz.myfileobj = fh  # so closing the reader closes the file (GzipFile leaves a given fileobj open)
-        return gz  # type: ignore[return-value]
-    if stat.S_ISREG(st.st_mode):
-        fh.seek(0)
+        src: Any = fh
     else:
-        return _Prepend(head, fh)  # type: ignore[return-value]
-    return fh
+        src = _Prepend(head, fh, owned=owned)
+    kind = _codec(head)
+    if kind is None:
+        return src  # type: ignore[no-any-return]
+    if kind == "gzip":
+        reader: Any = gzip.GzipFile(fileobj=src)
+    elif kind == "bzip2":
+        import bz2
+
+        reader = bz2.BZ2File(src)
+    elif kind == "xz":
+        import lzma
+
+        reader = lzma.LZMAFile(src)
+    elif kind == "zstd":
+        try:
+            import zstandard  # type: ignore[import-not-found]
+        except ImportError:
+            raise ScanError(
+                f"{name}: zstd-compressed, and no zstd decoder is installed; decompress it first "
+                f"(zstd -dc FILE | denpex-kb scan -) or pip install zstandard"
+            ) from None
+        reader = zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=True)
+    else:
+        raise ScanError(f"{name}: {'an lz4-compressed stream' if kind == 'lz4' else f'a {kind} archive'}, not a log; "
+                        "extract the log first")
+    return _Decoded(reader, src if owned else None, kind)  # type: ignore[return-value]
+
+
+FIFO_WAIT = 60.0  # seconds a named pipe may stay without a writer (DENPEX_KB_FIFO_WAIT overrides)
+
+
+def _open_fifo(path: Path) -> BinaryIO:
+    """A named pipe, opened without blocking: a pipe that no process ever opens for writing would otherwise hang
+    the scan forever. Waits up to FIFO_WAIT seconds for the first data (or a writer that closes)."""
+    import select
+
+    try:
+        wait = float(os.environ.get("DENPEX_KB_FIFO_WAIT", FIFO_WAIT))
+    except ValueError:
+        wait = FIFO_WAIT
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        if not poller.poll(max(wait, 0) * 1000):
+            raise ScanError(f"{path}: a named pipe that nothing wrote to within {wait:g} s (DENPEX_KB_FIFO_WAIT sets the wait)")
+        os.set_blocking(fd, True)
+        return open(fd, "rb", closefd=True)  # noqa: SIM115
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def refuse_endless_stdin(fh: Any) -> None:
+    """Raise ScanError when stdin is a device that never ends (stdin < /dev/zero); a terminal or /dev/null is fine."""
+    try:
+        fd = fh.fileno()
+        st = os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        return
+    if not stat.S_ISCHR(st.st_mode) or os.isatty(fd):
+        return
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return
+    if st.st_rdev != null.st_rdev:
+        raise ScanError("stdin is a device, not a log (e.g. /dev/zero); give a log file or pipe the log in")
 
 
 class _Prepend(io.RawIOBase):
-    """A pipe whose first bytes were already read to sniff for gzip."""
+    """A stream whose first bytes were already read to sniff for compression."""
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    def __init__(self, head: bytes, rest: BinaryIO, owned: bool = True) -> None:
         self.head = head
         self.rest = rest
+        self.owned = owned
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
         if self.head:
             out, self.head = self.head, b""
-            return out + self.rest.read(max(n - len(out), 0)) if n and n > len(out) else out
+            if n is None or n < 0:
+                return out + self.rest.read()
+            if n < len(out):
+                out, self.head = out[:n], out[n:]
+                return out
+            return out + self.rest.read(n - len(out)) if n > len(out) else out
         return self.rest.read(n)
 
     def close(self) -> None:
-        self.rest.close()
+        if self.owned:
+            self.rest.close()
+        super().close()
 
 
 def _read_block(fh: BinaryIO) -> tuple[bytes, ScanError | None]:
     """Up to CHUNK bytes. A compressed stream is read in small steps, so that a truncated or corrupt one
     keeps what came before the damage."""
-    if not isinstance(fh, gzip.GzipFile):
+    if not isinstance(fh, (gzip.GzipFile, _Decoded)):
         try:
             return fh.read(CHUNK) or b"", None
         except OSError as exc:
@@ -445,7 +642,7 @@ def _read_block(fh: BinaryIO) -> tuple[bytes, ScanError | None]:
     while size < CHUNK:
         try:
             part = fh.read1(min(1 << 20, CHUNK - size))
-        except (EOFError, gzip.BadGzipFile, OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - EOFError, OSError, lzma.LZMAError, zstd errors: a damaged stream
             return b"".join(parts), ScanError(f"the log is truncated or corrupt ({exc}); findings cover what was read")
         if not part:
             break
@@ -476,17 +673,18 @@ def _chunks(fh: BinaryIO, limit: int | None, on_bytes: Callable[[int], None] | N
         data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut < 0:
-            # One line longer than a chunk: keep its start (what a signature can need), drop the rest.
-            carry = data[:MAX_LINE]
+            # One line longer than a chunk: keep its start (what a signature can need) and its last `\r`
+            # segment, drop the rest.
+            carry = _keep_ends(data)
             continue
         yield data[: cut + 1] if cut + 1 < len(data) else data
         carry = data[cut + 1 :]
         if len(carry) > MAX_LINE * 4:
-            carry = carry[:MAX_LINE]
+            carry = _keep_ends(carry)
 
 
 _NUMPY_FROM = 1 << 20  # below this, bytes.count is as fast and numpy's import is not worth it
-_SCRATCH: dict[str, Any] = {}
+_SCRATCH = threading.local()  # count_newlines' buffer: one per thread, since threads may scan at once
 
 
 @lru_cache(maxsize=1)
@@ -505,9 +703,9 @@ def count_newlines(view: Any) -> int:
     if np is None:
         return (view if isinstance(view, bytes) else bytes(view)).count(b"\n")
     data = np.frombuffer(view, np.uint8)
-    scratch = _SCRATCH.get("eq")
+    scratch = getattr(_SCRATCH, "eq", None)
     if scratch is None or len(scratch) < len(data):
-        scratch = _SCRATCH["eq"] = np.empty(max(len(data), CHUNK), dtype=bool)  # reused: no page faults per call
+        scratch = _SCRATCH.eq = np.empty(max(len(data), CHUNK), dtype=bool)  # reused: no page faults per call
     out = scratch[: len(data)]
     np.equal(data, 10, out=out)
     return int(np.count_nonzero(out))
@@ -633,8 +831,8 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
 _FORKED: dict[str, Prefilter] = {}  # the parent's prefilter, inherited by the forked workers (no recompile)
 
 
-def _range_worker(path: str, start: int, end: int) -> _Hits:
-    prefilter = _FORKED["prefilter"]
+def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _Hits:
+    prefilter = _FORKED[key]
     with open(path, "rb") as fh:
         end = min(end, os.fstat(fh.fileno()).st_size)
         # A file truncated while mapped kills this worker with SIGBUS; the parent then reads it the safe way.
@@ -651,16 +849,17 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     points = _split_points(path, size, workers)
-    _FORKED["prefilter"] = prefilter
+    key = f"prefilter-{threading.get_ident()}"  # per calling thread: another thread's scan must not clear it
+    _FORKED[key] = prefilter
     _numpy()  # imported once here, inherited by every worker
     try:
         with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_range_worker, str(path), a, b) for a, b in zip(points, points[1:])]
+            futures = [pool.submit(_range_worker, str(path), a, b, key) for a, b in zip(points, points[1:])]
             parts = [f.result() for f in futures]
     except Exception:  # noqa: BLE001 - a worker died (file truncated under us, no memory map): read it plainly
         return None
     finally:
-        _FORKED.clear()
+        _FORKED.pop(key, None)
     offset = 0
     for (a, b), part in zip(zip(points, points[1:]), parts):
         for number, raw in part.lines:
@@ -685,8 +884,25 @@ def _sniff_file(path: Path, collector: _Collector) -> None:
             return
 
 
+def _segments(raw: str) -> Iterator[str]:
+    """A line's carriage-return segments, each cut to MAX_LINE characters."""
+    if "\r" not in raw:
+        yield raw[:MAX_LINE]
+        return
+    start = 0
+    while start <= len(raw):
+        cr = raw.find("\r", start)
+        end = len(raw) if cr < 0 else cr
+        if end > start:
+            yield raw[start : min(end, start + MAX_LINE)]
+        if cr < 0:
+            return
+        start = cr + 1
+
+
 def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
-    """Scan a log: a path (plain or gzip), a binary file object, or an iterable of lines (str or bytes)."""
+    """Scan a log: a path or a binary file object (plain, gzip, bzip2 or xz, told by the first bytes), or an
+    iterable of lines (str or bytes)."""
     return scan_many([source], index=index, progress=progress)
 
 
@@ -707,7 +923,8 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
         collector.file_no = file_no
         if isinstance(src, (str, os.PathLike)) or hasattr(src, "read"):
             if hasattr(src, "read"):
-                name, fh, owned = "<stdin>", src, False
+                refuse_endless_stdin(src)
+                name, fh, owned = "<stdin>", _decoded(src, "<stdin>", owned=False), False
             else:
                 name, fh, owned = str(src), _open(Path(src)), True
             collector.file_name = name
@@ -731,12 +948,12 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             number = 0
             for number, item in enumerate(src, 1):
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
-                raw = raw[:MAX_LINE]
-                if number <= SNIFF_LINES and collector.start is None:
-                    collector.sniff_start(raw)
-                if prefilter.search(raw.encode("utf-8", "replace")):
-                    collector.line(raw.rstrip("\r\n"), number)
+                for segment in _segments(raw.rstrip("\r\n")):  # as in files: each `\r` segment on its own
+                    if number <= SNIFF_LINES and collector.start is None:
+                        collector.sniff_start(segment)
+                    if prefilter.search(segment.encode("utf-8", "replace")):
+                        collector.line(segment, number)
             total += number
     report = collector.report(total, names)
-    report.errors = [str(e) for e in errors]
+    report.errors = [str(e) for e in errors] + report.errors
     return report

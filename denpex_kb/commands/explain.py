@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..cli import UsageError
+from ..terminal import visible
 from ._common import add_kb_option, load
 
 ORDER = 25
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         retired = args.id in index.tombstones
     if entry is None:
         if retired:
-            raise UsageError(f"{args.id} was retired" + (f"; see {replaced}" if replaced else ""))
-        raise UsageError(f"no entry {args.id!r}; `denpex-kb list` shows them all")
-    sys.stdout.write(to_terminal(entry))
+            raise UsageError(visible(f"{args.id} was retired" + (f"; see {replaced}" if replaced else "")))
+        raise UsageError(f"no entry {visible(repr(args.id))}; `denpex-kb list` shows them all")
+    sys.stdout.write(visible(to_terminal(entry), keep_newlines=True))
     return 0

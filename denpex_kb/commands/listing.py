@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..terminal import json_safe, visible
 from ._common import add_kb_option, index
 
 ORDER = 30
@@ -27,9 +28,9 @@ def run(args: argparse.Namespace) -> int:
              "retry": e.retry, "blame": e.blame, "url": e.url}
             for e in rows
         ]
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(json_safe(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
-    width = max((len(e.id) for e in rows), default=10)
+    width = max((len(visible(e.id)) for e in rows), default=10)
     for e in sorted(rows, key=lambda e: (e.phase, e.id)):
-        print(f"{e.id:<{width}}  {e.phase:<15} {e.title}")
+        print(f"{visible(e.id):<{width}}  {visible(e.phase):<15} {visible(e.title)}")
     return 0

@@ -11,13 +11,14 @@ from collections import defaultdict
 from ..cli import UsageError
 from ..scanner import Finding, ScanError, ScanReport, scan_many  # light: no model, no loader
 from ..verdict import EXIT_CODES, EXIT_HELP
+from ..terminal import json_safe, visible
 from ._common import add_kb_option, index
 
 ORDER = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scan", help="find the initiating failure in training logs (plain or .gz; '-' is stdin)")
+    p = sub.add_parser("scan", help="find the initiating failure in training logs (plain, gzip, bzip2 or xz; '-' is stdin)")
     p.add_argument("logs", nargs="*", metavar="LOG", help="log files; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
@@ -67,7 +68,7 @@ class Progress:
 
 def _where(f: Finding) -> str:
     who = f"rank {f.rank}" if f.rank is not None else "no rank prefix"
-    place = f"{f.file}:{f.line}" if f.file else f"line {f.line}"
+    place = f"{visible(f.file)}:{f.line}" if f.file else f"line {f.line}"
     return f"{who}, {place}"
 
 
@@ -75,28 +76,28 @@ def render(report: ScanReport) -> str:
     out: list[str] = []
     init = report.initiating
     if report.verdict is not None:
-        out.append(report.verdict.headline())
-        out.extend(f"  (not acted on: {line})" for line in report.verdict.stale)
+        out.append(visible(report.verdict.headline()))
+        out.extend(f"  (not acted on: {visible(line)})" for line in report.verdict.stale)
         out.append("")
     if init is None:
         out.append(f"No failure found in {report.lines} lines.")
     else:
         name = f"{init.id}: {init.title}" if init.id else f"unrecognised {init.exception or 'exception'} (no entry knows it yet)"
-        out.append(f"Initiating failure  {name}")
+        out.append(f"Initiating failure  {visible(name)}")
         out.append(f"  at   {_where(init)}")
-        out.append(f"  line {init.text[:400]}")
+        out.append(f"  line {visible(init.text[:400])}")
         info = report.info
         if info:
-            out.append(f"\nFix   {info.fix}")
-            out.extend(f"Verify  {run}" for run in info.verify)
-            out.append(f"More  {info.url}  (or: denpex-kb explain {info.id})")
+            out.append(f"\nFix   {visible(info.fix)}")
+            out.extend(f"Verify  {visible(run)}" for run in info.verify)
+            out.append(f"More  {visible(info.url)}  (or: denpex-kb explain {visible(info.id)})")
         elif init.id is None:
             out.append("\nThis is the first exception in the log. If it is a failure others will meet, report it:")
             out.append("  https://github.com/denpex-kb/denpex-kb/issues/new?template=missing-failure.yml")
     for err in report.errors:
-        out.append(f"Warning  {err}")
+        out.append(f"Warning  {visible(err)}")
     for hint in report.hints:
-        out.append(f"Note  {hint}")
+        out.append(f"Note  {visible(hint)}")
     collateral = report.collateral
     if collateral:
         grouped: dict[str, list[Finding]] = defaultdict(list)
@@ -108,8 +109,8 @@ def render(report: ScanReport) -> str:
             who = f"ranks {ranges(ranks)}" if len(set(ranks)) > 1 else (f"rank {ranks[0]}" if ranks else "")
             lines = sum(f.count for f in fs)
             first = min(fs, key=lambda f: f.order)
-            where = f"first at {first.file + ':' if first.file else 'line '}{first.line}"
-            out.append(f"  {who + ': ' if who else ''}{key} ({lines} line{'s' if lines != 1 else ''}, {where})")
+            where = f"first at {visible(first.file) + ':' if first.file else 'line '}{first.line}"
+            out.append(f"  {who + ': ' if who else ''}{visible(key)} ({lines} line{'s' if lines != 1 else ''}, {where})")
     return "\n".join(out)
 
 
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = scan_many(sources, index=idx, progress=progress)
     except ScanError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(visible(exc)) from None
     finally:
         if progress:
             progress.close()
@@ -144,9 +145,9 @@ def run(args: argparse.Namespace) -> int:
             with open(args.exclude_file, "w", encoding="utf-8") as fh:
                 fh.writelines(f"{name}\n" for name in names)
         except OSError as exc:
-            raise UsageError(f"{args.exclude_file}: {exc.strerror}") from None
+            raise UsageError(f"{visible(args.exclude_file)}: {exc.strerror}") from None
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        print(json_safe(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)))
     else:
         print(render(report))
     if args.exit_by_verdict:
