@@ -12,6 +12,8 @@ from ..loader import KnowledgeBase
 from ..model import PHASE_INFO, Entry, Phase
 from ..normalize import strip_prefixes
 from .audit import SiteProblem, audit_site
+from .export import ASSET as MATCH_ASSET
+from .export import match_index_json
 from .render import phase_title, to_markdown
 from .sanitize import safe_inline, safe_label
 
@@ -39,10 +41,84 @@ def phase_page(phase: Phase, entries: list[Entry]) -> str:
     title, meaning = PHASE_INFO[phase]
     rows = [
         f"| [{safe_label(e.title)}](../entries/{e.id}.md) | {_code(_signature_line(e))} | {e.severity.value} |"
-        for e in sorted(entries, key=lambda e: e.title.lower())
+        for e in sorted(entries, key=lambda e: (e.title.lower(), e.id))
     ]
     table = "| Failure | What the log says | Severity |\n|---|---|---|\n" + "\n".join(rows) if rows else "_No entries yet._"
     return f"---\ntitle: {title}\n---\n# {title}\n\n{meaning}\n\n{table}\n"
+
+
+NONE = "\u2014"  # an entry without a response: retry and blame unknown
+
+# The paste box: an empty placeholder that the hub's static script (site_overrides/assets/dkb.js) fills with a
+# text area. Only a div with a class and an id, which the page sanitizer keeps; the script loads the compiled
+# index from the JSON asset and matches in the page.
+PASTE_BOX = (
+    '<div class="dkb-paste" id="dkb-paste">\n\n'
+    "The paste box needs JavaScript. Without it, run <code>denpex-kb match</code> on your machine.\n\n</div>"
+)
+
+
+def entries_page(kb: KnowledgeBase) -> str:
+    """Every entry in one table, like a linter's rules table, with a filter the hub's script adds above it."""
+    frameworks = {t for t, g in kb.tag_group.items() if g == "framework"}
+    rows = []
+    for e in sorted(kb.entries.values(), key=lambda e: e.id):
+        tags = ", ".join(safe_label(t) for t in e.tags if t in frameworks) or NONE
+        retry = e.response.retry.value if e.response else NONE
+        blame = e.response.blame.value if e.response else NONE
+        rows.append(
+            f"| `{e.id}` | [{safe_label(e.title)}](entries/{e.id}.md) | {safe_label(phase_title(e.phase))} | {tags} "
+            f"| {e.severity.value} | {retry} | {blame} |"
+        )
+    table = "| ID | Title | Phase | Frameworks | Severity | Retry | Blame |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    return f"""---
+title: All entries
+hide:
+  - toc
+---
+# All entries
+
+Every failure the hub knows, {len(rows)} of them. **Retry** is what a scheduler should do when this failure started
+it all (*no*: fix first; *yes*: rerun as is; *elsewhere*: rerun without the node, GPU or link the log names;
+*depends*: the entry's checklist tells), **blame** is where the fault lies; {NONE} where the entry does not say yet.
+
+<div class="dkb-filter" id="dkb-entries-filter"></div>
+
+{table}
+"""
+
+
+def match_page() -> str:
+    return f"""---
+title: Match an error
+hide:
+  - toc
+---
+# Match an error
+
+Paste an error line, a traceback or a whole log excerpt. The box runs the same prefix stripping, signatures and
+ranking as `denpex-kb match`, in this page: nothing you paste is sent anywhere.
+
+{PASTE_BOX}
+
+For a whole multi-rank log (the first failure and its fallout), use `denpex-kb scan job.log`.
+"""
+
+
+def prev_next(entry: Entry, same_phase: list[Entry]) -> str:
+    """Links to the entries before and after `entry` in its phase, ordered by title as on the phase page."""
+    at = next(i for i, e in enumerate(same_phase) if e.id == entry.id)
+    phase = safe_label(phase_title(entry.phase))
+    parts = []
+    if at > 0:
+        prev = same_phase[at - 1]
+        parts.append(f"&larr; Previous in {phase}: [{safe_label(prev.title)}]({prev.id}.md)")
+    if at + 1 < len(same_phase):
+        nxt = same_phase[at + 1]
+        parts.append(f"Next in {phase}: [{safe_label(nxt.title)}]({nxt.id}.md) &rarr;")
+    if not parts:
+        return ""
+    return "\n---\n\n<small>" + " &middot; ".join(parts) + "</small>\n"
 
 
 def home_page(kb: KnowledgeBase) -> str:
@@ -64,7 +140,12 @@ Your training job just died. This hub names what killed it and how to fix it: {l
 DeepSpeed, FSDP, NCCL, CUDA, Megatron, Hugging Face, Slurm and the GPUs themselves, each with the text the software
 really prints, how to tell it from its look-alikes, the fix, and the commands that keep the evidence and prove the fix.
 
-Paste the error into the search box above, or let the command line find it, locally, with no log leaving your machine:
+## Paste your error
+
+{PASTE_BOX}
+
+The box matches in this page, as the command line does on your machine; nothing you paste is sent anywhere.
+Or search the hub with the search box above, or let the command line find it:
 
 ```bash
 pip install denpex-kb
@@ -83,7 +164,7 @@ denpex-kb scan job-1234.log
 
 {recent_rows}
 
-Browse by [tag](tags.md). Found a failure that is missing, or a wrong match?
+Browse [all entries](entries.md) or by [tag](tags.md). Found a failure that is missing, or a wrong match?
 [Open an issue](https://github.com/denpex-kb/denpex-kb/issues/new/choose).
 """
 
@@ -102,10 +183,18 @@ def write_docs(kb: KnowledgeBase, docs: Path) -> list[Path]:
         written.append(path)
 
     put("index.md", home_page(kb))
+    put("entries.md", entries_page(kb))
+    put("match.md", match_page())
+    by_phase = {p: sorted((e for e in kb.entries.values() if e.phase is p), key=lambda e: (e.title.lower(), e.id)) for p in Phase}
     for phase in Phase:
-        put(f"phases/{phase.value}.md", phase_page(phase, [e for e in kb.entries.values() if e.phase is phase]))
+        put(f"phases/{phase.value}.md", phase_page(phase, by_phase[phase]))
     for entry in kb.entries.values():
-        put(f"entries/{entry.id}.md", to_markdown(entry))
+        put(f"entries/{entry.id}.md", to_markdown(entry) + prev_next(entry, by_phase[entry.phase]))
+    from ..compiler import compile_kb
+
+    index, _full = compile_kb(kb)
+    (docs / "assets").mkdir(exist_ok=True)
+    put(MATCH_ASSET, match_index_json(index, kb))
     groups = kb.tags
     described = "\n".join(
         f"- **{safe_inline(tag)}** ({group}): {safe_inline(text)}" for group, tags in groups.items() for tag, text in tags.items()
