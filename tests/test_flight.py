@@ -1,0 +1,194 @@
+"""The flight-recorder reader and hang analysis, on constructed NCCL-format dumps (tests/fixtures_flight/).
+
+The fixtures are CONSTRUCTED from the writers' documented keys (see tests/fixtures_flight/make_fixtures.py);
+real gloo dumps are made by tests/repro/test_repro_flight.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+from denpex_kb import flight
+from denpex_kb.cli import main
+
+FIX = Path(__file__).resolve().parent / "fixtures_flight"
+
+
+def test_fixtures_are_current(tmp_path, monkeypatch):
+    """The committed files are what make_fixtures.py writes (regenerate them after changing it)."""
+    sys.path.insert(0, str(FIX))
+    try:
+        import make_fixtures
+    finally:
+        sys.path.remove(str(FIX))
+    monkeypatch.setattr(make_fixtures, "HERE", tmp_path)
+    for fn in (make_fixtures.v2_10, make_fixtures.v2_4_json, make_fixtures.v2_1, make_fixtures.v2_2):
+        fn()
+    for made in tmp_path.rglob("*"):
+        if made.is_file():
+            assert made.read_bytes() == (FIX / made.relative_to(tmp_path)).read_bytes(), made
+
+
+def test_reads_each_version():
+    d = flight.read_dump(FIX / "v2_10" / "nccl_trace_rank_3")
+    assert (d.rank, d.version, d.form, d.backend, d.comm_lib_version) == (3, "2.10", "pickle", "nccl", "2.21.5")
+    assert d.pg_config["0"]["ranks"] == "[0, 1, 2, 3]"
+    e = d.entries[-1]
+    assert (e.op, e.collective_seq_id, e.state, e.where()) == ("all_reduce", 6, "started", "train.py:92")
+    j = flight.read_dump(FIX / "v2_4_json" / "fr_rank0.json")
+    assert (j.rank, j.version, j.form) == (0, "2.4", "json")
+    assert j.entries[-1].is_p2p and j.entries[-1].p2p_seq_id == 3 and j.entries[-1].frames == []
+    old = flight.read_dump(FIX / "v2_1" / "nccl_trace_rank_1")
+    assert old.version == "2.1" and old.pg_status == {} and old.entries[1].input_sizes == [[2048]]
+    bare = flight.read_dump(FIX / "v2_2" / "nccl_trace_rank_0")
+    assert bare.version is None and [e.collective_seq_id for e in bare.entries] == [1, 2, 3, 4]
+    assert bare.entries[0].time_created_ns == flight.read_dump(FIX / "v2_2" / "nccl_trace_rank_1").entries[0].time_created_ns
+
+
+@pytest.mark.parametrize("name,rank", [("nccl_trace_rank_12", 12), ("fr_3", 3), ("trace7.json", 7), ("dump-0.pkl", 0), ("x", None)])
+def test_rank_from_any_prefix(name, rank):
+    assert flight.rank_from_name(name) == rank
+
+
+def test_rank_from_content_when_the_name_has_none(tmp_path):
+    (tmp_path / "dump").write_bytes(pickle.dumps({"version": "2.10", "rank": 5, "entries": []}))
+    assert flight.read_dump(tmp_path / "dump").rank == 5
+    (tmp_path / "other").write_bytes(pickle.dumps({"version": "2.10", "entries": []}))
+    with pytest.raises(flight.DumpError, match="cannot tell the rank"):
+        flight.read_dump(tmp_path / "other")
+
+
+def test_rank_never_entered(capsys):
+    a = flight.analyze_paths([FIX / "v2_10"])
+    [h] = a.hangs
+    assert (h.group, h.op, h.seq_id, h.missing_ranks, h.waiting_ranks, h.absent_dumps) == ("0", "all_reduce", 6, [2], [0, 1, 3], [])
+    assert main(["hang", str(FIX / "v2_10")]) == 1
+    out = capsys.readouterr().out
+    assert "rank 2 never entered all_reduce #6 (default_pg); 3 ranks waited since " in out
+    assert "rank 2's last collective: broadcast #5 at train.py:88" in out
+
+
+def test_absent_dump_still_concludes(capsys):
+    files = [str(FIX / "v2_10" / f"nccl_trace_rank_{r}") for r in (0, 1, 3)]
+    assert main(["hang", "--json", *files]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"hangs", "mismatches", "problems"}
+    [h] = out["hangs"]
+    assert set(h) >= {"group", "op", "collective_seq_id", "missing_ranks", "absent_dumps", "waiting_ranks", "last_entries"}
+    assert (h["group"], h["op"], h["collective_seq_id"]) == ("default_pg", "all_reduce", 6)
+    assert h["missing_ranks"] == [2] and h["absent_dumps"] == [2] and h["waiting_ranks"] == [0, 1, 3]
+    assert h["caveat"] is None  # NCCL entries say the op is still running: no assumption needed
+    assert main(["hang", *files]) == 1
+    assert ("no dump from rank 2; ranks 0, 1, 3 all wait in all_reduce #6 of default_pg, so rank 2 never arrived"
+            in capsys.readouterr().out)
+
+
+def test_p2p_joined_on_p2p_seq_id():
+    [h] = flight.analyze_paths([FIX / "v2_4_json"]).hangs
+    assert h.p2p and h.seq_id == 3 and h.op == "send 0->1" and h.missing_ranks == [1]
+    assert h.to_dict()["p2p_seq_id"] == 3 and h.to_dict()["collective_seq_id"] is None
+
+
+def test_size_mismatch_both_sides(capsys):
+    a = flight.analyze_paths([FIX / "v2_1"])
+    [m] = a.mismatches
+    assert (m.seq_id, m.what) == (2, "sizes") and a.hangs == []
+    assert [(s["ranks"], s["input_sizes"]) for s in m.sides] == [([0], [[1024]]), ([1], [[2048]])]
+    assert main(["hang", str(FIX / "v2_1")]) == 1
+    assert "rank 1: all_reduce in [[2048]]" in capsys.readouterr().out
+
+
+def test_v2_2_bare_list():
+    [h] = flight.analyze_paths([FIX / "v2_2"]).hangs
+    assert (h.seq_id, h.missing_ranks) == (4, [1])
+
+
+def test_ring_wrap_says_so(capsys):
+    a = flight.analyze_paths([FIX / "wrap"])
+    assert a.hangs == [] and a.undecided == ["default_pg"]
+    assert any("no longer overlap" in p for p in a.problems)
+    assert main(["hang", str(FIX / "wrap")]) == 0
+    assert "cannot name a hang in default_pg" in capsys.readouterr().out
+
+
+def _gloo_like(tmp_path: Path, ranks_entries: dict[int, int]) -> Path:
+    """pg_config keyed '' with no ranks, entries keyed '0': what torch 2.13's gloo writes."""
+    for r, n in ranks_entries.items():
+        es = [{"record_id": i, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": i + 1,
+               "p2p_seq_id": 0, "op_id": i + 1, "profiling_name": "gloo:all_reduce", "input_sizes": [[4]],
+               "output_sizes": [[4]], "input_dtypes": ["Float"], "output_dtypes": ["Float"], "state": "scheduled",
+               "time_created_ns": 1, "retired": True, "is_p2p": False, "frames": []} for i in range(n)]
+        d = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[]"}}, "comm_lib_version": "",
+             "pg_status": {"0": {"last_enqueued_collective": n, "last_started_collective": -1, "last_completed_collective": n}},
+             "entries": es}
+        (tmp_path / f"fr_{r}").write_bytes(pickle.dumps(d, protocol=2))
+    return tmp_path
+
+
+def test_gloo_pg_config_rebuilt(tmp_path):
+    a = flight.analyze_paths([_gloo_like(tmp_path, {0: 3, 1: 2, 2: 3})])
+    [h] = a.hangs
+    assert (h.seq_id, h.missing_ranks, h.note) == (3, [1], None)  # gloo's pg_status "completed" is not trusted
+    assert any("rebuilt from the entries" in p and "as gloo writes it" in p for p in a.problems)
+
+
+def test_healthy_exit_0(tmp_path, capsys):
+    assert main(["hang", str(_gloo_like(tmp_path, {0: 3, 1: 3}))]) == 0
+    assert "no hang found in 2 dumps" in capsys.readouterr().out
+
+
+class _Evil:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_hostile_pickle_is_refused_and_runs_nothing(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "nccl_trace_rank_0"
+    evil.write_bytes(pickle.dumps({"version": "2.10", "entries": [_Evil(str(marker))]}))
+    with pytest.raises(flight.DumpError, match=r"refused: the pickle asks for (posix|os|nt)\.system"):
+        flight.read_dump(evil)
+    assert main(["hang", str(evil)]) == 2
+    assert "refused" in capsys.readouterr().err
+    assert not marker.exists()
+    # and the same with a good dump beside it: the good one is analysed, the exit is still 2
+    good = FIX / "v2_10" / "nccl_trace_rank_1"
+    assert main(["hang", str(evil), str(good)]) == 2
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("data", [b"", b"not a dump", b"\x80\x02}q\x00", b"{\"foo\": 1}", b"\x80\x04\x95"])
+def test_unreadable_input_is_a_clear_error(tmp_path, data):
+    p = tmp_path / "fr_0"
+    p.write_bytes(data)
+    with pytest.raises(flight.DumpError):
+        flight.read_dump(p)
+
+
+def test_usage_errors(tmp_path, capsys):
+    assert main(["hang", str(tmp_path / "nope")]) == 2
+    assert main(["hang", str(tmp_path)]) == 2  # an empty directory
+    assert "denpex-kb hang:" in capsys.readouterr().err
+
+
+def test_fold_into_report():
+    from denpex_kb.scanner import Finding, ScanReport
+
+    a = flight.analyze_paths([FIX / "v2_10"])
+    timeout = Finding(id="nccl-watchdog-timeout", line=3, rank=0, role="collateral", text="...", score=50, ranks=[0, 1, 3])
+    report = ScanReport(findings=[timeout], initiating=None, lines=10, files=["job.log"])
+    lines = flight.fold_into_report(report, a)
+    assert lines[0] == "Flight recorder"
+    assert any("rank 2 never entered all_reduce #6" in line for line in lines)
+    assert any("watchdog timeouts on rank(s) 0, 1, 3 are the fallout" in line for line in lines)
+    healthy = flight.analyze([flight.read_dump(FIX / "v2_10" / "nccl_trace_rank_0")])
+    assert isinstance(flight.fold_into_report(report, healthy), list)
