@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 
 from ..cli import UsageError
+from ..terminal import visible
 
 ORDER = 22
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # a dump is untrusted: no escape sequences to the terminal
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -44,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         for line in flight.format_text(analysis):
-            print(_CONTROL.sub("?", line))
+            print(visible(line))  # a dump is untrusted: no escape sequences reach the terminal
     for p in problems:
-        print(f"denpex-kb hang: {_CONTROL.sub('?', p)}", file=sys.stderr)
+        print(f"denpex-kb hang: {visible(p)}", file=sys.stderr)
     if problems or not dumps:
         return 2  # unreadable input (the readable dumps were still analysed)
     return 1 if analysis.found else 0

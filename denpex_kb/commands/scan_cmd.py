@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with a retry-elsewhere verdict, write the host names to exclude to FILE, one a line (an empty file "
         "otherwise), e.g. for `sbatch --exclude=$(paste -sd, FILE)`",
     )
+    p.add_argument(
+        "--fr", metavar="DIR", action="append",
+        help="PyTorch flight-recorder dumps of the same job (a directory or a file; repeatable): the rank that never "
+        "entered the collective the others waited in is shown with the report (see `denpex-kb hang`)",
+    )
     add_kb_option(p, runtime=True)
     p.set_defaults(handler=run)
 
@@ -146,10 +151,29 @@ def run(args: argparse.Namespace) -> int:
                 fh.writelines(f"{name}\n" for name in names)
         except OSError as exc:
             raise UsageError(f"{visible(args.exclude_file)}: {exc.strerror}") from None
+    hang_lines: list[str] = []
+    hang_doc = None
+    if args.fr:
+        from .. import flight
+
+        paths = flight.expand_paths(args.fr)
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing or not paths:
+            raise UsageError(f"--fr: no such dump file or directory: {visible(', '.join(missing or args.fr))}")
+        dumps, problems = flight.read_dumps(paths)
+        analysis = flight.analyze(dumps, problems=problems)
+        hang_lines = flight.fold_into_report(report, analysis)
+        hang_doc = analysis.to_dict()
     if args.json:
-        print(json_safe(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)))
+        doc = report.to_dict()
+        if hang_doc is not None:
+            doc["flight_recorder"] = hang_doc
+        print(json_safe(json.dumps(doc, indent=2, ensure_ascii=False, default=str)))
     else:
         print(render(report))
+        if hang_lines:
+            print()
+            print("\n".join(visible(line) for line in hang_lines))
     if args.exit_by_verdict:
         return EXIT_CODES["none"] if verdict is None else verdict.exit_code
     return 1 if report.initiating else 0

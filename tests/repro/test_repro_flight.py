@@ -82,6 +82,7 @@ def _run(tmp_path: Path, scenario: str, nproc: int) -> Path:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, env=env, cwd=tmp_path,
     )
     assert proc.stdout.count(" done") == nproc, proc.stdout
+    (tmp_path / f"{scenario}.log").write_text(proc.stdout)  # the job's own log, beside (not among) the dumps
     return out
 
 
@@ -161,3 +162,15 @@ def test_pytorch_analyzer_fails_where_we_do_not(runs):
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(folder), "--prefix", "fr_"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
     assert proc.returncode != 0 and "KeyError" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_scan_shows_the_hang_with_the_log(runs, capsys):
+    dumps = runs("skip")
+    log = dumps.parent / "skip.log"
+    main(["scan", str(log), "--fr", str(dumps)])
+    text = capsys.readouterr().out
+    assert "Flight recorder" in text and "rank 1 never entered all_reduce #4 (default_pg)" in text
+    main(["scan", str(log), "--fr", str(dumps), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    [hang] = doc["flight_recorder"]["hangs"]
+    assert hang["missing_ranks"] == [1] and hang["collective_seq_id"] == 4
