@@ -206,6 +206,61 @@ class KbIndex:
         found.update(a for fp in self.fingerprints for ev in fp.events for a in ev.anchors)
         return sorted(found)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Plain data only, for process pools and Spark executors: the compiled engines (each signature's RE2
+        object, the RE2 set of word-less anchors) are dropped and rebuilt lazily after unpickling; signatures are
+        kept as their fields, and the word index as positions. The entries loader (a closure) is not pickled:
+        the shipped bundle is read again from the package where the index is unpickled (checked by digest), and
+        any other index carries its full entries along."""
+        state = dict(self.__dict__)
+        entry_no = {id(e): k for k, e in enumerate(self.entries)}
+        sig_no = {id(s): k for k, s in enumerate(self.signatures)}
+        state["signatures"] = [
+            (entry_no[id(s.entry)], s.number, s.pattern, s.anchors, s.specificity, s.role, s.stream)
+            for s in self.signatures
+        ]
+        state["fingerprints"] = [
+            (entry_no[id(f.entry)], f.within, [(ev.pattern, ev.anchors) for ev in f.events]) for f in self.fingerprints
+        ]
+        state["word_index"] = {word: [sig_no[id(s)] for s in bucket] for word, bucket in self.word_index.items()}
+        state["_always_sigs"] = [[sig_no[id(s)] for s in bucket] for bucket in self._always_sigs]
+        state["_always_set"] = None
+        state["entries"] = [tuple(e) for e in self.entries]
+        state.pop("by_id", None)
+        loader = state.pop("_entries_loader", None)
+        if self.source == "package" and loader is not None:
+            state.pop("full_entries", None)
+            state["_entries_from"] = "package"
+        else:
+            state["full_entries"] = self.full_entries  # the source may not exist where this is unpickled
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        entries = [EntryInfo(*e) for e in state["entries"]]
+        signatures = [CompiledSig(entries[s[0]], *s[1:]) for s in state["signatures"]]  # type: ignore[misc]
+        state["entries"] = entries
+        state["by_id"] = {e.id: e for e in entries}
+        state["signatures"] = signatures
+        state["fingerprints"] = [
+            Fingerprint(entries[f[0]], f[1], [FingerprintEvent(p, tuple(a)) for p, a in f[2]])
+            for f in state["fingerprints"]
+        ]
+        state["word_index"] = {word: [signatures[k] for k in bucket] for word, bucket in state["word_index"].items()}
+        state["_always_sigs"] = [[signatures[k] for k in bucket] for bucket in state["_always_sigs"]]
+        state["_always_set"] = None
+        digest = state["digest"]
+
+        def from_package() -> dict[str, Any]:
+            data: dict[str, Any] = json.loads(_read_packaged(ENTRIES_FILE))
+            if data.get("digest") != digest:
+                raise ValueError("the knowledge base installed here differs from the one this index was pickled from "
+                                 "(digest mismatch): install the same denpex-kb on every worker")
+            return data
+
+        state["_entries_loader"] = from_package if state.pop("_entries_from", None) == "package" else None
+        self.__dict__.update(state)
+
 
 def _read_packaged(name: str) -> str:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", name)
