@@ -12,10 +12,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from typing import TYPE_CHECKING, Any  # noqa: E402
+from typing import TYPE_CHECKING, Any
 
-from .bundle import KbIndex, default_index, index_from_kb_dir, load_bundle_dir  # noqa: E402
-from .matcher import Match, match  # noqa: E402
+from .bundle import KbIndex, default_index, index_from_kb_dir, load_bundle_dir
+from .matcher import Match, match
 
 if TYPE_CHECKING:
     from .scanner import Finding, ScanError, ScanReport, scan, scan_many

@@ -58,7 +58,7 @@ class EntryInfo(NamedTuple):
 
 
 class CompiledSig:
-    __slots__ = ("entry", "number", "pattern", "anchors", "specificity", "role", "stream", "_regex")
+    __slots__ = ("_regex", "anchors", "entry", "number", "pattern", "role", "specificity", "stream")
 
     def __init__(self, entry: EntryInfo, number: int, pattern: str, anchors: list[str], specificity: int, role: str, stream: str) -> None:
         self.entry = entry
@@ -78,7 +78,7 @@ class CompiledSig:
 
 
 class FingerprintEvent:
-    __slots__ = ("pattern", "anchors", "_regex")
+    __slots__ = ("_regex", "anchors", "pattern")
 
     def __init__(self, pattern: str, anchors: tuple[str, ...]) -> None:
         self.pattern = pattern
@@ -155,8 +155,8 @@ class KbIndex:
         # one RE2 set, searched once per line.
         index: dict[str, list[CompiledSig]] = {}
         always: dict[str, list[CompiledSig]] = {}
-        for sig, sig_keys in zip(self.signatures, keys):
-            for anchor, key in zip(sig.anchors, sig_keys):
+        for sig, sig_keys in zip(self.signatures, keys, strict=True):
+            for anchor, key in zip(sig.anchors, sig_keys, strict=False):
                 bucket = index.setdefault(key, []) if key else always.setdefault(anchor, [])
                 if not bucket or bucket[-1] is not sig:  # a signature's anchors are filed one after another
                     bucket.append(sig)
@@ -198,7 +198,8 @@ class KbIndex:
         if self._entries_loader is None:
             return {}
         data = self._entries_loader()
-        return data["entries"]
+        entries: dict[str, dict[str, Any]] = data["entries"]
+        return entries
 
     @cached_property
     def all_anchors(self) -> list[str]:
@@ -238,7 +239,7 @@ class KbIndex:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         entries = [EntryInfo(*e) for e in state["entries"]]
-        signatures = [CompiledSig(entries[s[0]], *s[1:]) for s in state["signatures"]]  # type: ignore[misc]
+        signatures = [CompiledSig(entries[s[0]], *s[1:]) for s in state["signatures"]]
         state["entries"] = entries
         state["by_id"] = {e.id: e for e in entries}
         state["signatures"] = signatures
@@ -269,7 +270,7 @@ def _read_packaged(name: str) -> str:
             return fh.read()
     from importlib import resources  # a zipped install
 
-    return resources.files("denpex_kb").joinpath("data", name).read_text(encoding="utf-8")
+    return resources.files("denpex_kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
 
 
 _DEFAULT: KbIndex | None = None

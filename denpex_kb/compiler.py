@@ -56,8 +56,8 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
         if entry.fingerprint:
             events = [compile_signature(Signature(kind=ev.kind, text=ev.text)) for ev in entry.fingerprint.events]
             fingerprints.append([i, entry.fingerprint.within_lines, [[c.pattern, list(c.anchors)] for c in events]])
-    for sig, keys in zip(signatures, anchor_keys([s[3] for s in signatures])):
-        sig.append(keys)
+    for row, keys in zip(signatures, anchor_keys([s[3] for s in signatures]), strict=True):
+        row.append(keys)
     full = {
         entry_id: kb.entries[entry_id].model_dump(mode="json", exclude_none=True) for entry_id in sorted(kb.entries)
     }

@@ -233,7 +233,7 @@ def _check_path(path: str) -> str | None:
         return f"{path}: {what}, not a log; extract the log first"
     if kind == "zstd":
         try:
-            import zstandard  # type: ignore[import-not-found]  # noqa: F401 - the scanner reads zstd with it
+            import zstandard  # noqa: F401 - the scanner reads zstd with it
         except ImportError:
             return (f"{path}: zstd-compressed, and no zstd decoder is installed; decompress it first "
                     "or pip install zstandard")
@@ -254,7 +254,7 @@ def _members(job: Any) -> list[Any] | None:
 
 def _default_name(job: Any, members: list[Any] | None, position: int) -> str:
     if members and all(isinstance(m, (str, os.PathLike)) for m in members):
-        paths = [os.fspath(m) for m in members]
+        paths: list[str] = [os.fspath(m) for m in members]
         if len(paths) == 1:
             return paths[0]
         try:
@@ -305,7 +305,7 @@ def _scan_job(job: Any, name: str | None, position: int, kb: KbIndex) -> dict[st
         return _empty_row(name, [], [f"a job is a path, bytes, or a list of those, not {type(job).__name__}"])
     if not members:
         return _empty_row(name, [], ["an empty job: no files"])
-    paths = sorted((os.fspath(m) for m in members if isinstance(m, (str, os.PathLike))))
+    paths = sorted(os.fspath(m) for m in members if isinstance(m, (str, os.PathLike)))
     blobs = [m for m in members if not isinstance(m, (str, os.PathLike))]
     # Rows list files as scan_many reads them: paths in sorted order, then the bytes in the order given.
     files = [*paths, *(f"<bytes {k}>" for k in range(len(blobs)))]
@@ -361,7 +361,7 @@ def scan_batch(jobs: Iterable[Job] | Mapping[str, Job], *, names: Iterable[str |
     if len(given) != len(jobs):
         raise ValueError(f"{len(given)} names for {len(jobs)} jobs")
     kb = shared_index(index)
-    return _rows_to_batch([_scan_job(job, name, k, kb) for k, (job, name) in enumerate(zip(jobs, given))])
+    return _rows_to_batch([_scan_job(job, name, k, kb) for k, (job, name) in enumerate(zip(jobs, given, strict=True))])
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -35,20 +35,20 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "DumpError",
-    "SafeUnpickler",
-    "safe_loads",
-    "Entry",
+    "Analysis",
     "Dump",
-    "read_dump",
-    "read_dumps",
+    "DumpError",
+    "Entry",
     "Hang",
     "Mismatch",
-    "Analysis",
+    "SafeUnpickler",
     "analyze",
     "analyze_paths",
-    "format_text",
     "fold_into_report",
+    "format_text",
+    "read_dump",
+    "read_dumps",
+    "safe_loads",
 ]
 
 MAX_DUMP_BYTES = 1 << 30  # a ring buffer of 20,000 entries with frames is tens of MB; refuse anything absurd
@@ -291,8 +291,9 @@ def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -
     if rank is None:
         raise DumpError("cannot tell the rank: name the file <prefix><rank>")
     entries = [_entry(raw, rank, i) for i, raw in enumerate(raw_entries)]
-    pg_config = top.get("pg_config") if isinstance(top.get("pg_config"), dict) else {}
-    pg_status = top.get("pg_status") if isinstance(top.get("pg_status"), dict) else {}
+    raw_config, raw_status = top.get("pg_config"), top.get("pg_status")
+    pg_config: dict[Any, Any] = raw_config if isinstance(raw_config, dict) else {}
+    pg_status: dict[Any, Any] = raw_status if isinstance(raw_status, dict) else {}
     clv = top.get("comm_lib_version")
     return Dump(path=path, rank=rank, version=version, form=form, entries=entries,
                 pg_config={str(k): v for k, v in pg_config.items()},
@@ -657,8 +658,8 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
     holders = {r: per[r][seq] for r in present if seq in per[r]}
     states = {r: _completed(dumps[r], allg[r], seq) if not p2p else None for r in present}
     finished = [r for r, v in states.items() if v is True]
-    first = holders[min(holders)] if holders else None
-    op = first.op if first else None
+    held = holders[min(holders)] if holders else None
+    op = held.op if held else None
     since = min((e.time_created_ns for e in holders.values() if e.time_created_ns), default=None)
     where = {r: e.where() for r, e in holders.items()}
     if absent and not p2p:

@@ -117,6 +117,10 @@ def _yaml() -> YAML:
 # Characters a `|` block cannot hold as themselves: YAML reads them as line breaks, or they are not printable.
 _UNICODE_BREAKS = re.compile("[\x85\u2028\u2029]")
 _NOT_IN_BLOCKS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+# Characters ruamel counts as printable and would write raw although nobody can see them: bidi embeddings,
+# overrides, isolates and marks (Trojan Source), zero-width characters. Values holding one are written double
+# quoted with the character as a `\uXXXX` escape, the way an author writes it on purpose.
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069]")
 
 
 def _block_safe(value: str) -> bool:
@@ -142,7 +146,7 @@ def _literal_blocks(node: Any) -> None:
     else:
         return
     for key, value in items:
-        if isinstance(value, str) and _UNICODE_BREAKS.search(value):
+        if isinstance(value, str) and (_UNICODE_BREAKS.search(value) or _INVISIBLE.search(value)):
             # Written raw, YAML readers count these as line breaks; escaped (\L, \P, \N) they stay text.
             node[key] = DoubleQuotedScalarString(value)
         elif isinstance(value, str) and "\n" in value and _block_safe(value) and not isinstance(value, (LiteralScalarString, FoldedScalarString)):
@@ -168,7 +172,29 @@ def _layout(text: str) -> str:
     _literal_blocks(doc)
     out = io.StringIO()
     y.dump(doc, out)
-    return out.getvalue()
+    return _escape_invisible(out.getvalue(), text)
+
+
+def _escape_invisible(text: str, original: str) -> str:
+    """Inside double-quoted scalars, write each invisible character as its `\\uXXXX` escape (same value), in the
+    spelling the original file used for it (`\\u202e` stays `\\u202e`)."""
+    if not _INVISIBLE.search(text):
+        return text
+    written = {m.group().lower(): m.group() for m in re.finditer(r"\\u[0-9a-fA-F]{4}", original)}
+
+    def escape(m: re.Match[str]) -> str:
+        code = f"\\u{ord(m.group()):04x}"
+        return written.get(code, code.upper().replace("\\U", "\\u"))
+
+    spans = [
+        (e.start_mark.index, e.end_mark.index)
+        for e in _yaml().parse(io.StringIO(text))
+        if isinstance(e, ScalarEvent) and e.style == '"'
+    ]
+    for start, end in reversed(spans):
+        inner = _INVISIBLE.sub(escape, text[start:end])
+        text = text[:start] + inner + text[end:]
+    return text
 
 
 def _shape_for(doc: CommentedMap) -> Shape:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import re2
+
 from .bundle import _RE2_OPTIONS, _WORD, CompiledSig, KbIndex, default_index
 from .normalize import Line, exception_type, strip_prefixes
 from .paste import SoftWrap, normalize_line
-
-import re2
 
 # Scores are 0-100. A signature hit scores by how much fixed text it matched: a long specific message is
 # stronger evidence than a short generic one. Lines joined across a hard wrap score a little lower.
@@ -36,8 +36,24 @@ def score_for(specificity: int) -> int:
 class Match:
     """One entry that `match` found in the text, with the evidence."""
 
-    __slots__ = ("id", "title", "phase", "severity", "score", "signature", "role", "line", "values", "fix", "url",
-                 "specificity", "line_number", "retry", "blame", "tier")
+    __slots__ = (
+        "blame",
+        "fix",
+        "id",
+        "line",
+        "line_number",
+        "phase",
+        "retry",
+        "role",
+        "score",
+        "severity",
+        "signature",
+        "specificity",
+        "tier",
+        "title",
+        "url",
+        "values",
+    )
 
     def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
                  line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
@@ -120,7 +136,7 @@ def _case_index(index: KbIndex) -> tuple[dict[str, list[CompiledSig]], list[tupl
         words: dict[str, list[CompiledSig]] = {}
         for word, sigs in index.word_index.items():
             words.setdefault(word.lower(), []).extend(sigs)
-        always = [(a.lower(), sig) for a, sigs in zip(index._always_anchors, index._always_sigs) for sig in sigs]
+        always = [(a.lower(), sig) for a, sigs in zip(index._always_anchors, index._always_sigs, strict=True) for sig in sigs]
         cached = _CASE_INDEX[id(index)] = (index, words, always)
     return cached[1], cached[2]
 

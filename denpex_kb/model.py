@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -281,7 +281,7 @@ class Response(_Strict):
     )
 
     @model_validator(mode="after")
-    def _depends_says_on_what(self) -> "Response":
+    def _depends_says_on_what(self) -> Response:
         if self.retry is Retry.depends and not self.note:
             raise ValueError("retry: depends needs a `note` that says on what")
         if self.note and "\n" in self.note.strip():
@@ -392,13 +392,13 @@ class Tombstone(_Strict):
     _since = field_validator("since")(classmethod(lambda cls, v: _check_since(v)))
 
     @model_validator(mode="after")
-    def _not_self(self) -> "Tombstone":
+    def _not_self(self) -> Tombstone:
         if self.replaced_by == self.id:
             raise ValueError("replaced_by must name another entry")
         return self
 
 
-AnyEntry = Union[Entry, Tombstone]
+AnyEntry = Entry | Tombstone
 
 
 def is_valid_id(value: str) -> bool:

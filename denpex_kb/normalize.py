@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 MAX_LINE = 16_384  # what a signature can need; the rest of a giant line is not read
 MAX_DIGITS = 9  # a rank, pid, tid or device number read from a prefix; longer digit runs are not a prefix
-_N = r"\d{1,%d}" % MAX_DIGITS
+_N = rf"\d{{1,{MAX_DIGITS}}}"
 
 # Escape sequences: CSI (colours), OSC ended by BEL or ST (titles, OSC 52 clipboard writes), DCS/SOS/PM/APC
 # strings, then any other ESC sequence (`ESC c` reset, `ESC ( B` charset). What is left is shown escaped.
@@ -73,7 +73,7 @@ PREFIXES: tuple[Prefix, ...] = (
 class Line:
     """A normalised line: prefixes and colours removed, whitespace collapsed, and what the prefixes said."""
 
-    __slots__ = ("text", "rank", "host", "pid", "stamp", "prefixes", "indented")
+    __slots__ = ("host", "indented", "pid", "prefixes", "rank", "stamp", "text")
 
     def __init__(self, text: str, rank: int | None = None, host: str | None = None, pid: int | None = None) -> None:
         self.text = text

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Callable, NamedTuple, Union
+from collections.abc import Callable
+from typing import NamedTuple
 
-Replacement = Union[str, Callable[["re.Match[str]"], str]]
+Replacement = str | Callable[["re.Match[str]"], str]
 
 
 class Normalizer(NamedTuple):

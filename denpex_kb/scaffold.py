@@ -19,7 +19,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from . import __version__
 from .loader import SCHEMA_LINE, KnowledgeBase
 from .masks import mask_line, masked_spans
-from .model import Blame, CommandPurpose, Phase, Retry, Relation, Severity, SignatureKind, is_valid_id
+from .model import Blame, CommandPurpose, Phase, Relation, Retry, Severity, SignatureKind, is_valid_id
 from .normalize import exception_type, strip_prefixes
 from .signatures import MIN_ANCHOR
 from .templates import TemplateError, compile_template

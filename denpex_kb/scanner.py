@@ -16,16 +16,17 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, Union, cast
 
 import re2
 
 from .bundle import EntryInfo, KbIndex, default_index
 from .masks import mask_line
-from .verdict import Verdict, decide, parse_stamp
 from .matcher import match_line, score_for
 from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, safe_int, strip_prefixes
+from .verdict import Verdict, decide, parse_stamp
 
 CHUNK = 8 << 20
 TRACEBACK = "Traceback (most recent call last)"
@@ -169,7 +170,7 @@ class _Collector:
         # the signature chosen and the order (and winner) of merged values are the same on every run.
         hits = sorted(match_line(text, self.index), key=lambda h: (h[0].entry.id, h[0].number, h[0].pattern))
         if hits:
-            sig, m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
+            sig, _m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
             values: dict[str, Any] = {}
             for other, om in hits:  # every signature of the chosen entry that matched adds its values
                 if other.entry is sig.entry:
@@ -297,7 +298,7 @@ def _hints(findings: list[Finding], initiating: Finding | None, index: KbIndex) 
         code = safe_int(str(raw)) if raw is not None else None
         if code is not None and code in EXIT_SIGNALS:
             codes.setdefault(code, []).append(f)
-    for code, fs in sorted(codes.items()):
+    for code, _fs in sorted(codes.items()):
         name, entry_id, meaning = EXIT_SIGNALS[code]
         if initiating is not None and initiating.id == entry_id:
             continue
@@ -405,7 +406,7 @@ def _keep_ends(data: bytes) -> bytes:
     return data[:MAX_LINE] + b"\r" + data[cr + 1 : cr + 1 + MAX_LINE]
 
 
-Prefilter = Union[Re2Prefilter, HyperscanPrefilter]
+Prefilter = Re2Prefilter | HyperscanPrefilter
 _PREFILTERS: dict[tuple[int, str], Prefilter] = {}
 _PREFILTERS_LOCK = threading.Lock()
 
@@ -424,7 +425,7 @@ def _make_prefilter(literals: list[str], engine: str) -> Prefilter:
     if engine in ("auto", "hyperscan"):
         try:
             return HyperscanPrefilter(literals)
-        except Exception:  # noqa: BLE001 - no wheel for this platform, or a CPU it does not support
+        except Exception:  # no wheel for this platform, or a CPU it does not support (re-raised if asked for)
             if engine == "hyperscan":
                 raise
     return Re2Prefilter(literals)
@@ -499,11 +500,13 @@ class _Decoded(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read(self, n: int = -1) -> bytes:  # type: ignore[override]
-        return self.reader.read(n)
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self.reader.read(n)
+        return data
 
     def read1(self, n: int = -1) -> bytes:
-        return self.reader.read1(n) if hasattr(self.reader, "read1") else self.reader.read(n)
+        data: bytes = self.reader.read1(n) if hasattr(self.reader, "read1") else self.reader.read(n)
+        return data
 
     def close(self) -> None:
         try:
@@ -543,10 +546,10 @@ def _decoded(fh: Any, name: str, *, owned: bool, seekable: bool = False) -> Bina
     elif kind == "xz":
         import lzma
 
-        reader = lzma.LZMAFile(src)
+        reader = lzma.LZMAFile(src)  # noqa: SIM115 - returned open; _Decoded closes it
     elif kind == "zstd":
         try:
-            import zstandard  # type: ignore[import-not-found]
+            import zstandard
         except ImportError:
             raise ScanError(
                 f"{name}: zstd-compressed, and no zstd decoder is installed; decompress it first "
@@ -578,7 +581,7 @@ def _open_fifo(path: Path) -> BinaryIO:
         if not poller.poll(max(wait, 0) * 1000):
             raise ScanError(f"{path}: a named pipe that nothing wrote to within {wait:g} s (DENPEX_KB_FIFO_WAIT sets the wait)")
         os.set_blocking(fd, True)
-        return open(fd, "rb", closefd=True)  # noqa: SIM115
+        return open(fd, "rb", closefd=True)
     except BaseException:
         os.close(fd)
         raise
@@ -612,7 +615,7 @@ class _Prepend(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read(self, n: int | None = -1) -> bytes:  # type: ignore[override]
+    def read(self, n: int | None = -1) -> bytes:
         if self.head:
             out, self.head = self.head, b""
             if n is None or n < 0:
@@ -621,7 +624,7 @@ class _Prepend(io.RawIOBase):
                 out, self.head = out[:n], out[n:]
                 return out
             return out + self.rest.read(n - len(out)) if n > len(out) else out
-        return self.rest.read(n)
+        return self.rest.read(n)  # type: ignore[arg-type]  # None reads to the end, as io's readers take it
 
     def close(self) -> None:
         if self.owned:
@@ -787,7 +790,7 @@ def _split_points(path: Path, size: int, parts: int) -> list[int]:
             if block and cut >= 0:
                 points.append(pos + cut + 1)
     points.append(size)
-    return sorted(set(p for p in points if p <= size))
+    return sorted({p for p in points if p <= size})
 
 
 def _release(mm: Any, done: int, upto: int) -> int:
@@ -854,14 +857,14 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     _numpy()  # imported once here, inherited by every worker
     try:
         with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_range_worker, str(path), a, b, key) for a, b in zip(points, points[1:])]
+            futures = [pool.submit(_range_worker, str(path), a, b, key) for a, b in pairwise(points)]
             parts = [f.result() for f in futures]
     except Exception:  # noqa: BLE001 - a worker died (file truncated under us, no memory map): read it plainly
         return None
     finally:
         _FORKED.pop(key, None)
     offset = 0
-    for (a, b), part in zip(zip(points, points[1:]), parts):
+    for (a, b), part in zip(pairwise(points), parts, strict=True):
         for number, raw in part.lines:
             collector.line(raw.decode("utf-8", "replace"), offset + number)
         offset += part.count
@@ -935,10 +938,10 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                 result = None
                 if owned and _is_big_plain_file(fh):
                     result = _scan_parallel(Path(src), os.fstat(fh.fileno()).st_size, collector, prefilter, progress)  # type: ignore[arg-type]
-                count, err = result or _scan_stream(fh, collector, prefilter, progress)  # type: ignore[arg-type]
+                count, err = result or _scan_stream(fh, collector, prefilter, progress)
             finally:
                 if owned:
-                    fh.close()  # type: ignore[union-attr]
+                    fh.close()
             total += count
             if err is not None:
                 errors.append(err)
@@ -946,7 +949,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             collector.file_name = None
             names.append("<lines>")
             number = 0
-            for number, item in enumerate(src, 1):
+            for number, item in enumerate(cast("Iterable[str | bytes]", src), 1):
                 raw = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
                 for segment in _segments(raw.rstrip("\r\n")):  # as in files: each `\r` segment on its own
                     if number <= SNIFF_LINES and collector.start is None:

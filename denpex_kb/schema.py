@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -14,7 +14,7 @@ SCHEMA_ID = "https://denpex-kb.github.io/denpex-kb/schema/entry.schema.json"
 
 
 def entry_schema(tags: list[str] | None = None) -> dict[str, Any]:
-    schema = TypeAdapter(Union[Entry, Tombstone]).json_schema(mode="validation")
+    schema = TypeAdapter(Entry | Tombstone).json_schema(mode="validation")
     if tags:
         # Editors then complete and check tags against kb/_tags.yaml while typing.
         schema["$defs"]["Entry"]["properties"]["tags"]["items"] = {"enum": sorted(tags), "type": "string"}

@@ -66,9 +66,13 @@ def _literal_chars(pattern: str) -> int:
 @lru_cache(maxsize=4096)
 def _re2_check(pattern: str) -> str | None:
     try:
-        re2.compile(pattern)
+        compiled = re2.compile(pattern)
     except re2.error as exc:
-        return str(exc)
+        return f"does not compile under RE2 ({exc}); RE2 has no lookarounds or backreferences"
+    if compiled.search("") is not None:
+        # Everything in it is optional: once the prefilter lets a line through, the signature matches it whatever
+        # the line says, so the anchor alone would decide.
+        return "matches the empty string, so it matches any line; make at least one part required (drop a `?`, `*` or empty alternative)"
     return None
 
 
@@ -96,7 +100,7 @@ def compile_signature(sig: Signature) -> CompiledSignature:
         specificity = _literal_chars(pattern)
     error = _re2_check(pattern)
     if error:
-        raise SignatureError(f"does not compile under RE2 ({error}); RE2 has no lookarounds or backreferences")
+        raise SignatureError(error)
     if not anchors:
         raise SignatureError(
             "no literal anchor can be derived; add `anchors:` with a literal every matching line contains"

@@ -67,10 +67,10 @@ def run_examples(kb: KnowledgeBase, index: KbIndex, ids: list[str] | None = None
             ranked = match(ex.text, top=10, index=index)
             first = ranked[0].id if ranked else None
             result.outcomes.append(ExampleOutcome("match", i, ex.text, first == entry_id, entry_id, first))
-        for i, ex in enumerate(entry.examples.no_match):
-            ranked = match(ex.text, top=50, index=index)
+        for i, nex in enumerate(entry.examples.no_match):
+            ranked = match(nex.text, top=50, index=index)
             hit = entry_id in {r.id for r in ranked}
-            result.outcomes.append(ExampleOutcome("no_match", i, ex.text, not hit, None, entry_id if hit else None))
+            result.outcomes.append(ExampleOutcome("no_match", i, nex.text, not hit, None, entry_id if hit else None))
         results.append(result)
     return results
 
@@ -142,8 +142,8 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
         distinct = sorted(set(texts))
         if len(distinct) >= TOO_GENERIC and entry_id in kb.files:
             loaded = kb.files[entry_id]
-            line, col = loaded.where("signatures", number, "text")
-            problems.append(Problem(loaded.display, line, col, "DKB205", "too-generic",
+            line_no, col = loaded.where("signatures", number, "text")
+            problems.append(Problem(loaded.display, line_no, col, "DKB205", "too-generic",
                 f"signature {number + 1} of {entry_id} matches {len(distinct)} distinct lines of the benign corpus "
                 f"(e.g. {distinct[0][:80]!r}); it is too generic: add the words that only the failure prints"))
     return problems

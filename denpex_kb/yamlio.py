@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent, CollectionStartEvent, CollectionEndEvent
+from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent
 
 MAX_FILE_BYTES = 1_000_000  # an entry is a few KB; anything near this is a mistake or an attack
 MAX_DEPTH = 32  # entries nest four or five levels deep
 MAX_EVENTS = 200_000
+MAX_INT_DIGITS = 100  # entries hold small counts; Python refuses to convert ints past 4,300 digits anyway
+_PLAIN_INT = re.compile(r"[-+]?[0-9][0-9_]*")
 
 
 class YamlProblem(Exception):
@@ -54,6 +57,15 @@ def _precheck(text: str) -> None:
             raise YamlProblem(
                 "YAML aliases (*name) are not allowed in entries; write the value out", mark.line + 1, mark.column + 1
             )
+        if isinstance(event, ScalarEvent) and not event.style and _PLAIN_INT.fullmatch(event.value):
+            digits = sum(ch.isdigit() for ch in event.value)
+            if digits > MAX_INT_DIGITS:
+                raise YamlProblem(
+                    f"a number of {digits} digits; no field of an entry holds a number that long "
+                    f"(at most {MAX_INT_DIGITS} digits): shorten it, or quote it if it is text",
+                    mark.line + 1,
+                    mark.column + 1,
+                )
         if isinstance(event, CollectionStartEvent):
             if getattr(event, "anchor", None):
                 raise YamlProblem(

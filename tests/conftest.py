@@ -9,7 +9,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 KB = REPO / "kb"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # A small but complete entry, used as the starting point of knowledge bases built in tests. Its signature and
 # example are PyTorch's real wording (captured with torch 2.13.0 on the CPU).

@@ -83,9 +83,38 @@ def test_valid_tombstone_loads(make_kb):
 
 
 def test_every_registered_check_is_documented():
-    from denpex_kb.validators import iter_checks
+    from denpex_kb.validators import EntryCheck, KbCheck, iter_checks
 
     checks = list(iter_checks())
-    assert len(checks) == len(REGISTRY) >= 7
+    # Every check module is imported and registers what it defines: a check dropped from registration (or a
+    # module no longer imported by run_checks) would silently stop running.
+    assert {c.name for c in checks} == EXPECTED_CHECKS
+    codes = [c.code for c in checks]
+    assert len(set(codes)) == len(codes), "two checks share a code"
     for check in checks:
+        # run_checks only runs entry and knowledge-base checks; anything else would be registered but never run
+        assert issubclass(check, (EntryCheck, KbCheck)), check
         assert check.name and check.code.startswith("DKB") and check.description
+
+
+EXPECTED_CHECKS = {
+    "file-name", "schema-comment", "tags", "signatures", "related-self", "placeholders", "response",
+    "invisible-text", "related", "replaced-by", "collateral-cycle",
+}
+
+
+def test_run_checks_runs_each_registered_check(make_kb, monkeypatch):
+    from denpex_kb.validators import EntryCheck, iter_checks
+
+    ran: list[str] = []
+    for cls in list(iter_checks()):
+        method = "check" if issubclass(cls, EntryCheck) else "check_kb"
+        original = getattr(cls, method)
+
+        def spy(self, *args, _original=original, _name=cls.name):
+            ran.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(cls, method, spy)
+    assert run_checks(load_kb(make_kb())) == []
+    assert set(ran) == set(REGISTRY) == EXPECTED_CHECKS

@@ -158,6 +158,7 @@ def test_browser_home_phase_entry_and_search(built_site: Path):
             browser.close()
     finally:
         server.shutdown()
+        server.server_close()  # the listening socket too
 
 
 def test_retired_id_redirects_to_its_replacement(make_kb, tmp_path: Path):
@@ -171,3 +172,14 @@ def test_retired_id_redirects_to_its_replacement(make_kb, tmp_path: Path):
     build_site(kb, REPO / "mkdocs.yml", tmp_path / "docs", site)
     redirect = (site / "entries" / "old-device-error" / "index.html").read_text(encoding="utf-8")
     assert "demo-device-mismatch" in redirect and "refresh" in redirect.lower()
+
+
+def test_verdict_page_lists_the_exit_codes_of_the_library(built_site: Path):
+    from denpex_kb.commands.recipe import recipes
+    from denpex_kb.verdict import EXIT_CODES
+
+    page = (built_site / "verdict" / "index.html").read_text(encoding="utf-8")
+    for code in set(EXIT_CODES.values()):
+        assert f"<td>{code}</td>" in page, code
+    for name in recipes():
+        assert f"denpex-kb recipe {name}" in page

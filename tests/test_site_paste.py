@@ -190,6 +190,7 @@ def browser_page(site: Path):
             browser.close()
     finally:
         server.shutdown()
+        server.server_close()  # the listening socket too
 
 
 # The theme's repository widget asks GitHub for the star count (mkdocs-material's `repo_url` facts); nothing else

@@ -228,4 +228,5 @@ def test_no_dialog_fires_in_a_real_browser(hostile_site: Path):
             browser.close()
     finally:
         server.shutdown()
+        server.server_close()  # the listening socket too
     assert dialogs == []

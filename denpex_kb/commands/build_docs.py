@@ -12,7 +12,7 @@ from ._common import add_kb_option, load
 ORDER = 70
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("build-docs", help="build the failure hub (static site) from the knowledge base")
     add_kb_option(p)
     p.add_argument("--out", metavar="DIR", default="site", help="where the built site goes (default: ./site)")
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     docs = Path(args.docs) if args.docs else config.parent / "docs"
     try:
         build_site(kb, config, docs, Path(args.out))
-    except Exception as exc:  # mkdocs aborts with its own exception types on strict warnings
+    except Exception as exc:  # noqa: BLE001 - mkdocs aborts with its own exception types on strict warnings
         print(f"denpex-kb build-docs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(f"built {len(kb.entries)} entries into {args.out}", file=sys.stderr)

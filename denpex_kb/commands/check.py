@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from xml.etree import ElementTree as ET
-
 from typing import TYPE_CHECKING
+from xml.etree import ElementTree as ET
 
 from ._common import add_kb_option, load
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 ORDER = 50
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("check", help="validate the knowledge base (schema, cross-entry checks, examples)")
     add_kb_option(p)
     p.add_argument("--format", choices=("text", "json", "junit"), default="text")

@@ -12,7 +12,7 @@ from ._common import add_kb_option, kb_dir
 ORDER = 60
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("compile", help="compile kb/ into the bundle shipped in the package, and export the schema")
     add_kb_option(p)
     p.add_argument("--out", metavar="DIR", help=f"bundle directory (default: {BUNDLE_DIR})")

@@ -12,7 +12,7 @@ from ._common import add_kb_option, load
 ORDER = 25
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("explain", help="show an entry: causes, checklist, fix, commands")
     p.add_argument("id", metavar="ID")
     add_kb_option(p, runtime=True)
@@ -27,8 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if args.kb:
         kb = load(args)
         entry = kb.entries.get(args.id)
-        retired = kb.tombstones.get(args.id)
-        replaced = retired.replaced_by if retired else None
+        tombstone = kb.tombstones.get(args.id)
+        replaced = tombstone.replaced_by if tombstone else None
+        retired = tombstone is not None
     else:
         index = default_index()
         data = index.full_entries.get(args.id)

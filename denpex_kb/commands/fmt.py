@@ -16,7 +16,7 @@ from ._common import add_kb_option, kb_dir
 ORDER = 45
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("fmt", help="format entry files canonically (comments kept); --check only lists them")
     p.add_argument("paths", nargs="*", metavar="PATH", help="entry files or directories (default: every kb/*.yaml)")
     p.add_argument("--check", action="store_true", help="change nothing; list the files that would change and exit 1")

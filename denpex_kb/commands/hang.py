@@ -11,7 +11,7 @@ from ..terminal import visible
 
 ORDER = 22
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "hang",
         help="name the rank a hung job waited for, from flight-recorder dumps (one per rank, or their directory)",

@@ -11,7 +11,7 @@ from ._common import add_kb_option, index
 ORDER = 30
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("list", help="list every entry")
     add_kb_option(p, runtime=True)
     p.add_argument("--json", action="store_true", help="print a JSON array")

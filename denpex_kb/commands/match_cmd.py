@@ -14,7 +14,7 @@ ORDER = 10
 MAX_INPUT = 4 << 20
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("match", help="name the failure behind an error line (or a pasted block on stdin)")
     p.add_argument("text", nargs="*", metavar="TEXT", help="the error text; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help='print {"query": ..., "matches": [...]}')

@@ -16,7 +16,7 @@ from ._common import add_kb_option, kb_dir
 ORDER = 40
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("new", help="scaffold a new entry file, optionally from a pasted error line")
     p.add_argument("id", nargs="?", metavar="ID", help="the new entry's id (default: derived from --from-text)")
     p.add_argument("--phase", choices=[ph.value for ph in Phase], help="where in the job's life the failure surfaces")

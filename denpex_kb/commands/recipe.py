@@ -11,7 +11,7 @@ from ..cli import UsageError
 ORDER = 25
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("recipe", help="print a recipe that acts on scan's verdict (Slurm, SkyPilot, Kubernetes, a retry loop)")
     p.add_argument("name", nargs="?", metavar="NAME", help="the recipe to print; none lists them")
     p.set_defaults(handler=run)

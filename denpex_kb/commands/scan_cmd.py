@@ -9,15 +9,15 @@ import sys
 from collections import defaultdict
 
 from ..cli import UsageError
-from ..scanner import Finding, ScanError, ScanReport, scan_many  # light: no model, no loader
-from ..verdict import EXIT_CODES, EXIT_HELP
+from ..scanner import Finding, ScanError, ScanReport, Source, scan_many  # light: no model, no loader
 from ..terminal import json_safe, visible
+from ..verdict import EXIT_CODES, EXIT_HELP
 from ._common import add_kb_option, index
 
 ORDER = 20
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scan", help="find the initiating failure in training logs (plain, gzip, bzip2 or xz; '-' is stdin)")
     p.add_argument("logs", nargs="*", metavar="LOG", help="log files; '-' or nothing reads stdin")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("'-' (stdin) cannot be combined with files")
     idx = index(args)
     progress = None
-    sources: list = []
+    sources: list[Source] = []
     if logs == ["-"]:
         if sys.stdin is None or sys.stdin.closed:
             raise UsageError("stdin is closed; give a log file")

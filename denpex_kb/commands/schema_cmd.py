@@ -10,7 +10,7 @@ from ._common import add_kb_option, kb_dir
 ORDER = 80
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("schema", help="print the JSON Schema of an entry file")
     add_kb_option(p)
     p.set_defaults(handler=run)

@@ -12,7 +12,7 @@ from ._common import add_kb_option, load
 ORDER = 55
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("test", help="run the entries' examples and the benign corpus through the matcher")
     p.add_argument("ids", nargs="*", metavar="ID", help="only these entries (default: all, plus the benign corpus)")
     add_kb_option(p)

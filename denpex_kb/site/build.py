@@ -105,6 +105,61 @@ For a whole multi-rank log (the first failure and its fallout), use `denpex-kb s
 """
 
 
+VERDICT_MEANING = {
+    "none": ("no failure found", "nothing to do"),
+    "yes": ("`yes`: transient", "rerun as is"),
+    "elsewhere": ("`elsewhere`: hardware on some rank", "rerun without the printed nodes, and take them out of service"),
+    "no": ("`no`: a rerun fails the same way", "fix the code, config, data or image first"),
+    "depends": ("`depends`", "a person decides with the entry's checklist (the reason carries its note)"),
+    "unknown": ("`unknown`: no entry knows the failure", "a person looks, and reports the failure"),
+}
+
+
+def verdict_page(kb: KnowledgeBase) -> str:
+    """How `scan` turns the entries' responses into a verdict and exit codes; the codes come from the library."""
+    from ..commands.recipe import recipes
+    from ..verdict import EXIT_CODES
+
+    rows = "\n".join(
+        f"| {EXIT_CODES[key]} | {VERDICT_MEANING[key][0]} | {VERDICT_MEANING[key][1]} |" for key in VERDICT_MEANING
+    )
+    counts: dict[str, int] = {}
+    for entry in kb.entries.values():
+        key = entry.response.retry.value if entry.response else "none given"
+        counts[key] = counts.get(key, 0) + 1
+    spread = ", ".join(f"{n} `{key}`" for key, n in sorted(counts.items()))
+    names = "\n".join(f"- `denpex-kb recipe {name}`" for name in recipes())
+    return f"""---
+title: Rerun or fix first
+---
+# Rerun or fix first
+
+Every entry says what a scheduler should do once that failure started it all: rerun as is, rerun without the
+node, GPU or link the log names, or fix something first. Today: {spread}. `denpex-kb scan` turns that into one
+verdict for the whole job, from the initiating failure and the evidence on every rank:
+
+- a hardware fault on any rank (an entry whose answer is `elsewhere`: an Xid, an uncorrectable ECC error, a GPU
+  fallen off the bus, a link down) makes the verdict `elsewhere`, whatever the software on the other ranks said,
+  and names the hosts and PCI bus ids to exclude;
+- a kernel-log line stamped before the job's first line is an earlier job's event: it is listed as "before this
+  job" and changes nothing;
+- otherwise the initiating failure's own answer decides; when a launcher's exit code is the only evidence, it is
+  read with what else the log holds.
+
+`denpex-kb scan LOG --exit-by-verdict` exits with a code a launcher can act on (`--exclude-file F` writes the host
+names to exclude, one a line); `--json` carries the same verdict as a top-level object.
+
+| Exit | Verdict | What to do |
+|---|---|---|
+{rows}
+
+Usage and I/O errors stay exit 2, as for every command. The recipes that wire this into schedulers are shipped
+with the package and run in its tests:
+
+{names}
+"""
+
+
 def prev_next(entry: Entry, same_phase: list[Entry]) -> str:
     """Links to the entries before and after `entry` in its phase, ordered by title as on the phase page."""
     at = next(i for i, e in enumerate(same_phase) if e.id == entry.id)
@@ -185,6 +240,7 @@ def write_docs(kb: KnowledgeBase, docs: Path) -> list[Path]:
     put("index.md", home_page(kb))
     put("entries.md", entries_page(kb))
     put("match.md", match_page())
+    put("verdict.md", verdict_page(kb))
     by_phase = {p: sorted((e for e in kb.entries.values() if e.phase is p), key=lambda e: (e.title.lower(), e.id)) for p in Phase}
     for phase in Phase:
         put(f"phases/{phase.value}.md", phase_page(phase, by_phase[phase]))

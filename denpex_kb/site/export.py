@@ -65,7 +65,7 @@ def re2_to_js(pattern: str) -> str:
                 out.append(f"\\u{code:04x}")
                 i = end + 1
                 continue
-            elif d.isdigit() and d != "0" or d in "AzZGKkgR":
+            elif (d.isdigit() and d != "0") or d in "AzZGKkgR":
                 raise Untranslatable(f"\\{d}")
             else:
                 out.append(c + d)
@@ -143,7 +143,7 @@ def py_to_js_unicode(pattern: str) -> str:
                 out.append("^")
             elif d == "Z":
                 out.append("$")
-            elif d.isalnum() or d in "\\^$.|?*+()[]{}/-" and (in_class or d != "-"):
+            elif d.isalnum() or (d in "\\^$.|?*+()[]{}/-" and (in_class or d != "-")):
                 out.append(c + d)
             else:
                 out.append(d)  # an identity escape (`\ `, `\'`): the character itself, as the `u` flag wants

@@ -38,7 +38,7 @@ class Section:
     title: str
     items: list[tuple[str, Any]] = field(default_factory=list)  # (kind, payload)
 
-    def add(self, kind: str, payload: Any) -> "Section":
+    def add(self, kind: str, payload: Any) -> Section:
         self.items.append((kind, payload))
         return self
 
@@ -203,7 +203,10 @@ def to_markdown(entry: Entry) -> str:
 
 def to_terminal(entry: Entry, width: int | None = None) -> str:
     width = width or min(shutil.get_terminal_size((100, 20)).columns, 100)
-    wrap = lambda t, ind="": textwrap.fill(" ".join(t.split()), width, initial_indent=ind, subsequent_indent=ind)  # noqa: E731
+
+    def wrap(t: str, ind: str = "") -> str:
+        return textwrap.fill(" ".join(t.split()), width, initial_indent=ind, subsequent_indent=ind)
+
     out = [entry.title, "=" * min(len(entry.title), width)]
     out.append(f"id: {entry.id}   phase: {entry.phase.value}   severity: {entry.severity.value}   status: {entry.status}")
     for section in entry_sections(entry):

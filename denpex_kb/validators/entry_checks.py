@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable
 
 from ..loader import SCHEMA_LINE, KnowledgeBase, Loaded
@@ -131,3 +133,74 @@ class ResponseGiven(EntryCheck):
                 "a stable entry needs a `response` block after `fix`: retry (no|yes|elsewhere|depends) and blame "
                 "(code|config|data|environment|node|fabric|storage|scheduler), with a note when retry is depends",
             )
+
+
+# Invisible characters that reorder text on screen (Trojan Source, CVE-2021-42574): the embeddings and overrides
+# U+202A-202E, the isolates U+2066-2069 and the marks LRM, RLM and ALM. Rejected in every field and comment.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+# Control characters (C0, DEL, C1) other than the tab and the line break.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What real program output holds and a signature or example may keep: ANSI CSI sequences (colours ESC[31m,
+# erase-line ESC[2K). Other escape sequences (OSC titles and clipboard writes, DCS, a reset) are not output a
+# log line needs and stay rejected.
+_ANSI_CSI = re.compile("\x1b\\[[0-?]*[ -/]*[@-~]")
+
+
+def _is_output(loc: tuple[object, ...]) -> bool:
+    """Fields that hold text a program printed, byte for byte: signatures, fingerprint events, examples."""
+    if loc[:1] == ("signatures",) and len(loc) >= 3 and loc[2] in ("text", "anchors"):
+        return True
+    if loc[:2] == ("fingerprint", "events") and loc[-1] == "text":
+        return True
+    return loc[:1] == ("examples",) and loc[-1] == "text"
+
+
+def _strings(node: object, loc: tuple[object, ...] = ()) -> Iterable[tuple[tuple[object, ...], str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(value, (*loc, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _strings(value, (*loc, i))
+    elif isinstance(node, str):
+        yield loc, node
+
+
+def _name(ch: str) -> str:
+    return f"U+{ord(ch):04X}" + (f" ({unicodedata.name(ch)})" if unicodedata.name(ch, "") else "")
+
+
+@register
+class TextHasNoControls(EntryCheck):
+    name = "invisible-text"
+    code = "DKB108"
+    description = (
+        "No bidi override or isolate anywhere (Trojan Source), and no control character in prose; signatures and "
+        "examples may keep tabs and ANSI CSI sequences (ESC[...m) because real output holds them."
+    )
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        text = loaded.path.read_text(encoding="utf-8")
+        raw = set()
+        for n, line in enumerate(text.split("\n"), 1):
+            for col, ch in enumerate(line, 1):
+                if ch in BIDI_CONTROLS:
+                    raw.add(ch)
+                    yield Problem(loaded.display, n, col, self.code, self.name,
+                                  f"invisible bidi control {_name(ch)} in the file: it makes the text display in an order other "
+                                  "than the one it is read in (Trojan Source); delete it")
+        for loc, value in _strings(loaded.doc):
+            where = ".".join(str(k) for k in loc)
+            bidi = next((ch for ch in value if ch in BIDI_CONTROLS and ch not in raw), None)
+            if bidi is not None:
+                yield self.problem(loaded, loc, f"{where} holds the invisible bidi control {_name(bidi)} (written as an escape): "
+                                   "it makes the text display in an order other than the one it is read in (Trojan Source); delete it")
+                continue
+            output = _is_output(loc)
+            rest = _ANSI_CSI.sub("", value) if output else value
+            m = _CONTROL.search(rest)
+            if m is not None:
+                allowed = "signatures and examples may hold tabs and ANSI CSI sequences (ESC[...m) only" if output else (
+                    "prose may hold line breaks and tabs only")
+                yield self.problem(loaded, loc, f"{where} holds the control character {_name(m.group())}; delete it or write what it "
+                                   f"stands for in words ({allowed})")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 
 from ..loader import KnowledgeBase
-from ..model import Entry
+from ..model import Entry, Relation
 from ..problems import Problem
 from . import KbCheck, register
 
@@ -46,3 +47,51 @@ class ReplacementsExist(KbCheck):
                 line, col = loaded.where("replaced_by")
                 why = "is retired too; point at its replacement" if target in kb.tombstones else "does not exist"
                 yield Problem(loaded.display, line, col, self.code, self.name, f"replaced_by {target!r} {why}")
+
+
+@register
+class CollateralAcyclic(KbCheck):
+    name = "collateral-cycle"
+    code = "DKB109"
+    description = "`collateral-of` links form no cycle: a failure cannot be the fallout of its own fallout."
+
+    def check_kb(self, kb: KnowledgeBase) -> Iterable[Problem]:
+        edges: dict[str, list[tuple[int, str]]] = {}
+        for entry_id, loaded in kb.files.items():
+            entry = loaded.entry
+            if isinstance(entry, Entry):
+                edges[entry_id] = [
+                    (i, rel.id) for i, rel in enumerate(entry.related)
+                    if rel.relation is Relation.collateral_of and rel.id in kb.entries and rel.id != entry_id
+                ]  # self links are the related-self check's, unknown ids the related check's
+
+        def path(start: str, goal: str) -> list[str] | None:
+            """The shortest chain of collateral-of links from start to goal (breadth first), or None."""
+            came: dict[str, str | None] = {start: None}
+            queue = deque([start])
+            while queue:
+                node = queue.popleft()
+                if node == goal:
+                    chain = [node]
+                    while came[chain[-1]] is not None:
+                        chain.append(came[chain[-1]])  # type: ignore[arg-type]
+                    return chain[::-1]
+                for _, nxt in edges.get(node, []):
+                    if nxt not in came:
+                        came[nxt] = node
+                        queue.append(nxt)
+            return None
+
+        for entry_id, links in edges.items():
+            loaded = kb.files[entry_id]
+            for i, target in links:
+                back = path(target, entry_id)
+                if back is None:
+                    continue
+                cycle = " -> ".join([entry_id, *back])
+                line, col = loaded.where("related", i)
+                yield Problem(
+                    loaded.display, line, col, self.code, self.name,
+                    f"collateral-of links form a cycle ({cycle}), so no entry in it is the root cause; keep the link that "
+                    "points at the root cause and remove the others or make them `sibling`",
+                )
