@@ -909,9 +909,29 @@ def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[in
     return scan_many([source], index=index, progress=progress)
 
 
+def _as_source(src: Any) -> Any:
+    """What scan accepts, made uniform: log bytes become a binary stream, a text stream an iterable of lines;
+    anything else is a clear TypeError rather than an error from deep inside."""
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(src))
+    if isinstance(src, io.TextIOWrapper):
+        return src.buffer  # a text file: its bytes, so compression is still recognised
+    if isinstance(src, io.TextIOBase):
+        return (line for line in src)  # any other text stream (StringIO) yields its lines (iter() would be itself)
+    if isinstance(src, (str, os.PathLike)) or hasattr(src, "read") or isinstance(src, Iterable):
+        return src
+    raise TypeError(
+        "scan() takes a path, the log's bytes, a binary or text file object, or an iterable of lines; "
+        f"not {type(src).__name__}"
+    )
+
+
 def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
     """Scan several logs (e.g. one per rank) as one job. Paths are read in sorted order, so the report does not
     depend on the order they were given in."""
+    if isinstance(sources, (str, bytes, bytearray, memoryview, os.PathLike)) or not isinstance(sources, Iterable):
+        raise TypeError("scan_many takes a list of sources")
+    sources = [_as_source(s) for s in sources]
     index = index or default_index()
     collector = _Collector(index)
     prefilter = prefilter_for(index)
@@ -920,8 +940,6 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     paths = sorted((s for s in sources if isinstance(s, (str, os.PathLike))), key=lambda p: str(p))
     others = [s for s in sources if not isinstance(s, (str, os.PathLike))]
     errors: list[ScanError] = []
-    if isinstance(sources, (str, bytes)):
-        raise TypeError("scan_many takes a list of sources")
     for file_no, src in enumerate([*paths, *others]):
         collector.file_no = file_no
         if isinstance(src, (str, os.PathLike)) or hasattr(src, "read"):

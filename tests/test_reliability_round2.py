@@ -455,3 +455,23 @@ def test_match_warns_when_it_keeps_only_the_first_mebibytes():
     result = cli("match", "-", stdin=OOM.encode() + b" " + b"x" * (5 << 20))
     assert b"only the first 4 MiB" in result.stderr and b"denpex-kb scan" in result.stderr
     assert b"cuda-out-of-memory" in result.stdout
+
+
+def test_scan_accepts_bytes_and_text_streams_and_refuses_the_rest(tmp_path):
+    import gzip as _gzip
+    import io as _io
+
+    import denpex_kb as _dkb
+
+    line = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
+    path = tmp_path / "job.log"
+    path.write_text(line + "\n", encoding="utf-8")
+    with path.open(encoding="utf-8") as text_file:
+        sources = [line.encode(), bytearray(_gzip.compress(line.encode())), _io.StringIO(line + "\n"),
+                   _io.BytesIO(line.encode()), text_file]
+        for src in sources:
+            report = _dkb.scan(src)
+            assert report.initiating is not None and report.initiating.id == "cuda-out-of-memory", type(src)
+    for bad in (None, 42, object()):
+        with pytest.raises(TypeError, match="scan\\(\\) takes a path"):
+            _dkb.scan(bad)

@@ -183,3 +183,16 @@ def test_verdict_page_lists_the_exit_codes_of_the_library(built_site: Path):
         assert f"<td>{code}</td>" in page, code
     for name in recipes():
         assert f"denpex-kb recipe {name}" in page
+
+
+def test_a_strict_build_that_aborts_says_why(make_kb, tmp_path: Path):
+    from denpex_kb.site.build import SiteBuildError
+
+    config = tmp_path / "mkdocs.yml"
+    text = (REPO / "mkdocs.yml").read_text(encoding="utf-8").replace("  - Tags: tags.md\n", "  - Tags: tags.md\n  - Gone: no-such-page.md\n")
+    assert "no-such-page.md" in text
+    config.write_text(text.replace("denpex_kb/site/hooks.py", str(REPO / "denpex_kb" / "site" / "hooks.py")), encoding="utf-8")
+    (tmp_path / "site_overrides").symlink_to(REPO / "site_overrides")
+    with pytest.raises(SiteBuildError) as caught:
+        build_site(load_kb(make_kb()), config, tmp_path / "docs", tmp_path / "site")
+    assert "no-such-page.md" in str(caught.value)

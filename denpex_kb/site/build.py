@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -282,10 +283,39 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path) -> 
         from material.plugins.tags.structure.tag import Tag
 
         tags.config.tags_allowed = {Tag(t) for t in kb.tag_group}
-    build(cfg)
+    _build_reporting_warnings(build, cfg)
     problems = audit_site(site)
     if problems:
         raise UnsafeSiteError(problems)
+
+
+class SiteBuildError(Exception):
+    """mkdocs refused the build; the message carries the warnings that made a strict build abort."""
+
+
+def _build_reporting_warnings(build: Any, cfg: Any) -> None:
+    # Through the Python API mkdocs logs its warnings to no handler, so a strict build would abort with only
+    # "Aborted with N warnings": collect them and say what they were.
+    import logging
+
+    from mkdocs.exceptions import Abort
+
+    seen: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    handler = _Collect(level=logging.WARNING)
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(handler)
+    try:
+        build(cfg)
+    except Abort as exc:
+        details = "\n".join(f"  {line}" for line in seen) or "  (mkdocs gave no details)"
+        raise SiteBuildError(f"{exc}\n{details}") from None
+    finally:
+        logger.removeHandler(handler)
 
 
 class UnsafeSiteError(Exception):
