@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
+import os
 import shutil
 import textwrap
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -68,3 +73,31 @@ def make_kb(tmp_path: Path) -> Callable[..., Path]:
         return root
 
     return build
+
+
+def chromium_or_skip() -> str:
+    """The system Chromium for the browser tests: skipped without one on a developer's machine, a failure in CI."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail("CI must install chromium (see .ci/run)")
+    pytest.skip("chromium is not installed (apt-get install chromium)")
+
+
+@contextlib.contextmanager
+def serve_directory(root: Path) -> Iterator[str]:
+    """A built site served on loopback for a browser test; yields its base URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # keep the test output readable
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()  # the listening socket too

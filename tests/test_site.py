@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import html
-import http.server
-import os
 import re
-import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY, KB, REPO
+from conftest import GOOD_ENTRY, KB, REPO, chromium_or_skip, serve_directory
 from denpex_kb.loader import load_kb
 from denpex_kb.model import Phase
 from denpex_kb.site.build import build_site
@@ -104,61 +99,37 @@ def test_hostile_entry_is_inert(make_kb, tmp_path: Path):
     assert "&lt;script&gt;" in content  # the text is shown, as text
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 @pytest.mark.browser
 def test_browser_home_phase_entry_and_search(built_site: Path):
-    chromium = _chromium()
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install chromium (see .ci/run)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+    chromium = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:  # keep the test output readable
-            pass
-
-    handler = functools.partial(Quiet, directory=str(built_site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
     shots = OUTPUT / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=args)
-            for label, viewport in (("desktop", {"width": 1280, "height": 900}), ("phone", {"width": 390, "height": 844})):
-                page = browser.new_page(viewport=viewport)
-                page.goto(base)
-                assert "failure hub" in page.title().lower()
-                page.screenshot(path=str(shots / f"home-{label}.png"), full_page=False)
-                page.goto(base + "phases/communication/")
-                page.screenshot(path=str(shots / f"phase-{label}.png"))
-                page.click("a[href*='entries/nccl-watchdog-timeout/']")
-                page.wait_for_selector(".dkb-entry-header")
-                assert page.get_attribute(".dkb-entry-header", "data-entry-id") == "nccl-watchdog-timeout"
-                page.screenshot(path=str(shots / f"entry-{label}.png"))
-                page.close()
-            # Paste an entry's signature into search; the entry must be among the results.
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with serve_directory(built_site) as base, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        for label, viewport in (("desktop", {"width": 1280, "height": 900}), ("phone", {"width": 390, "height": 844})):
+            page = browser.new_page(viewport=viewport)
             page.goto(base)
-            page.fill(".md-search__input", "Watchdog caught collective operation timeout")
-            page.wait_for_selector(".md-search-result__item", timeout=60000)  # the worker indexes the site first
-            results = page.inner_html(".md-search-result__list")
-            assert "entries/nccl-watchdog-timeout/" in results
-            page.screenshot(path=str(shots / "search-desktop.png"))
-            browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()  # the listening socket too
+            assert "failure hub" in page.title().lower()
+            page.screenshot(path=str(shots / f"home-{label}.png"), full_page=False)
+            page.goto(base + "phases/communication/")
+            page.screenshot(path=str(shots / f"phase-{label}.png"))
+            page.click("a[href*='entries/nccl-watchdog-timeout/']")
+            page.wait_for_selector(".dkb-entry-header")
+            assert page.get_attribute(".dkb-entry-header", "data-entry-id") == "nccl-watchdog-timeout"
+            page.screenshot(path=str(shots / f"entry-{label}.png"))
+            page.close()
+        # Paste an entry's signature into search; the entry must be among the results.
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(base)
+        page.fill(".md-search__input", "Watchdog caught collective operation timeout")
+        page.wait_for_selector(".md-search-result__item", timeout=60000)  # the worker indexes the site first
+        results = page.inner_html(".md-search-result__list")
+        assert "entries/nccl-watchdog-timeout/" in results
+        page.screenshot(path=str(shots / "search-desktop.png"))
+        browser.close()
 
 
 def test_retired_id_redirects_to_its_replacement(make_kb, tmp_path: Path):

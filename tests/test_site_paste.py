@@ -7,20 +7,14 @@ benign line may get an answer.
 
 from __future__ import annotations
 
-import functools
 import gzip
-import http.server
 import json
-import os
 import re
-import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import KB, REPO
+from conftest import KB, REPO, chromium_or_skip, serve_directory
 from denpex_kb.bundle import KbIndex
 from denpex_kb.compiler import compile_kb
 from denpex_kb.loader import load_kb
@@ -154,43 +148,20 @@ def test_re2_to_js_refuses_what_js_reads_otherwise(pattern):
 # --- In Chromium ------------------------------------------------------------------------------------------
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 @pytest.fixture(scope="module")
 def browser_page(site: Path):
-    chromium = _chromium()
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install chromium (see .ci/run)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+    chromium = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=args)
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            requests: list[str] = []
-            page.on("request", lambda r: requests.append(r.url))
-            yield base, page, requests
-            browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()  # the listening socket too
+    with serve_directory(site) as base, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        yield base, page, requests
+        browser.close()
 
 
 # The theme's repository widget asks GitHub for the star count (mkdocs-material's `repo_url` facts); nothing else

@@ -6,20 +6,16 @@ Each payload below once reached a built page as a live `javascript:` link, an ev
 
 from __future__ import annotations
 
-import functools
 import html.parser
-import http.server
 import json
-import os
 import re
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import GOOD_ENTRY, REPO
+from conftest import GOOD_ENTRY, REPO, chromium_or_skip, serve_directory
 from denpex_kb.loader import load_kb
 from denpex_kb.site.audit import audit_html
 from denpex_kb.site.build import UnsafeSiteError, build_site
@@ -187,46 +183,24 @@ def test_site_audit_accepts_the_theme(tmp_path: Path, make_kb):
     assert (site / "entries" / "demo-device-mismatch" / "index.html").exists()
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
 @pytest.mark.browser
 def test_no_dialog_fires_in_a_real_browser(hostile_site: Path):
-    chromium = _chromium()
-    if chromium is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must install chromium (see .ci/run)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+    chromium = chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(hostile_site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
     dialogs: list[str] = []
     pages = ["", "tags/"] + [f"entries/hostile-{key}/" for key in PAYLOADS] + ["phases/forward/"]
-    try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
-            page = browser.new_page()
-            page.on("dialog", lambda d: (dialogs.append(f"{page.url}: {d.message}"), d.dismiss()))
-            for rel in pages:
-                page.goto(base + rel)
-                page.wait_for_load_state("load")
-                # Click every link of the body: a javascript: href would run here.
-                for anchor in page.query_selector_all("article a[href]"):
-                    href = anchor.get_attribute("href") or ""
-                    assert not re.sub(r"[\x00-\x20]", "", href).lower().startswith(("javascript:", "data:")), href
-                page.wait_for_timeout(50)
-            browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()  # the listening socket too
+    with serve_directory(hostile_site) as base, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.on("dialog", lambda d: (dialogs.append(f"{page.url}: {d.message}"), d.dismiss()))
+        for rel in pages:
+            page.goto(base + rel)
+            page.wait_for_load_state("load")
+            # Click every link of the body: a javascript: href would run here.
+            for anchor in page.query_selector_all("article a[href]"):
+                href = anchor.get_attribute("href") or ""
+                assert not re.sub(r"[\x00-\x20]", "", href).lower().startswith(("javascript:", "data:")), href
+            page.wait_for_timeout(50)
+        browser.close()
     assert dialogs == []
