@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .normalize import safe_int
+
 if TYPE_CHECKING:
     from .scanner import Finding, ScanReport
 
@@ -131,12 +133,7 @@ EXIT_CONTEXT: dict[int, tuple[str, str | None, tuple[str, ...]]] = {
 
 def _exit_code(finding: Finding) -> int | None:
     raw = finding.values.get("exitcode")
-    if raw is None or len(str(raw)) > 4:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        return None
+    return safe_int(str(raw), digits=3) if raw is not None else None
 
 
 def _from_exit_code(report: ScanReport, initiating: Finding) -> Verdict | None:
