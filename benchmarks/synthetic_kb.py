@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from denpex_kb.bundle import anchor_keys
-from denpex_kb.compiler import BUNDLE_FORMAT, dumps
+from denpex_kb.bundle import FUZZY_FILE
+from denpex_kb.compiler import BUNDLE_FORMAT, anchor_keys, dumps
+from denpex_kb.fuzzy import FUZZY_FORMAT, comparable, skeleton
 from denpex_kb.model import Signature
 from denpex_kb.signatures import compile_signature
 
@@ -17,7 +18,7 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lim
 
 
 def make_index(out_dir: Path, n: int) -> Path:
-    entries, sigs = [], []
+    entries, sigs, known = [], [], []
     for i in range(n):
         w1, w2 = WORDS[i % len(WORDS)], WORDS[(i // len(WORDS)) % len(WORDS)]
         entries.append({"id": f"synthetic-{i}", "title": f"Synthetic failure {i}", "phase": "runtime", "severity": "high",
@@ -30,9 +31,14 @@ def make_index(out_dir: Path, n: int) -> Path:
         for j, sig in enumerate(variants):
             c = compile_signature(sig)
             sigs.append([i, j, c.pattern, list(c.anchors), c.specificity, "initiating", "stderr"])
+            if sig.kind != "regex":  # as the compiler does: the fixed text of literals and templates
+                sk = skeleton(sig.text.replace("{num:step}", "0"))
+                if comparable(sk):
+                    known.append([i, "initiating", f"signature:{j}", sk])
     for sig, keys in zip(sigs, anchor_keys([s[3] for s in sigs])):
         sig.append(keys)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.json"
     path.write_text(dumps({"format": BUNDLE_FORMAT, "digest": "synthetic", "entries": entries, "signatures": sigs, "tombstones": {}}))
+    (out_dir / FUZZY_FILE).write_text(dumps({"format": FUZZY_FORMAT, "digest": "synthetic", "known": known, "evidence": {}}))
     return path

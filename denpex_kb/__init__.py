@@ -14,21 +14,27 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from .bundle import KbIndex, default_index, index_from_kb_dir, load_bundle_dir
+from .bundle import KbIndex, default_index, load_bundle_dir
 from .matcher import Match, match
 
 if TYPE_CHECKING:
+    from .compiler import index_from_kb_dir
     from .scanner import Finding, ScanError, ScanReport, scan, scan_many
 
 _LAZY = {"Finding", "ScanError", "ScanReport", "scan", "scan_many"}
 
 
 def __getattr__(name: str) -> Any:
-    # The scanner (threads, processes, gzip) loads on first use, so a one-line `match` starts faster.
+    # The scanner (threads, processes, gzip) and the compiler (the loader, the model) load on first use, so a
+    # one-line `match` starts faster.
     if name in _LAZY:
         from . import scanner
 
         return getattr(scanner, name)
+    if name == "index_from_kb_dir":
+        from .compiler import index_from_kb_dir
+
+        return index_from_kb_dir
     raise AttributeError(f"module 'denpex_kb' has no attribute {name!r}")
 
 __all__ = [

@@ -16,25 +16,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .fuzzy import FuzzyIndex
+
 import re2
+
+from .errors import BundleError
+from .urls import entry_url
 
 BUNDLE_FORMAT = 4
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
+FUZZY_FILE = "fuzzy.json"  # the fuzzy tier's skeletons, read only when the exact tiers find nothing
 
-DEFAULT_HUB_URL = "https://denpex-kb.github.io/denpex-kb/"
 _WORD = re.compile(r"\w+")
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.max_mem = 64 << 20
-
-
-def hub_url() -> str:
-    base = os.environ.get("DENPEX_KB_HUB_URL", DEFAULT_HUB_URL)
-    return base if base.endswith("/") else base + "/"
-
-
-def entry_url(entry_id: str) -> str:
-    return f"{hub_url()}entries/{entry_id}/"
 
 
 class EntryInfo(NamedTuple):
@@ -51,6 +47,8 @@ class EntryInfo(NamedTuple):
     retry: str | None = None  # the entry's response: no | yes | elsewhere | depends (None for drafts without one)
     blame: str | None = None
     response_note: str | None = None
+    # conditions.versions: package -> PEP 440 specifier of the affected versions, as (package, spec) pairs
+    versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -101,39 +99,32 @@ class Fingerprint(NamedTuple):
     events: list[FingerprintEvent]
 
 
-def interior_words(anchor: str) -> list[str]:
-    """Words of `anchor` that are whole words in any line containing it (not cut by the anchor's edges)."""
-    words = []
-    for m in _WORD.finditer(anchor):
-        if m.start() == 0 or m.end() == len(anchor) or len(m.group()) < 3:
-            continue
-        words.append(m.group())
-    return words
-
-
 class KbIndex:
     """What the matcher and scanner need: entries, signatures, and a word index over their anchors."""
 
-    def __init__(self, index: dict[str, Any], entries_loader: Any = None, source: str = "") -> None:
+    def __init__(self, index: dict[str, Any], entries_loader: Any = None, source: str = "",
+                 fuzzy_loader: Any = None) -> None:
         # Tens of thousands of small objects are built here and none is garbage: pausing the cyclic GC
         # keeps it from scanning them again and again while they are made.
         paused = gc.isenabled()
         gc.disable()
         try:
             self._load(index, entries_loader, source)
+            self._fuzzy_loader = fuzzy_loader
         finally:
             if paused:
                 gc.enable()
 
     def _load(self, index: dict[str, Any], entries_loader: Any, source: str) -> None:
         if index.get("format") != BUNDLE_FORMAT:
-            raise ValueError(f"bundle format {index.get('format')!r} is not {BUNDLE_FORMAT}; recompile the knowledge base")
+            raise BundleError(f"bundle format {index.get('format')!r} is not {BUNDLE_FORMAT}; recompile the knowledge base")
         self.source = source
         self.digest: str = index["digest"]
         self.entries: list[EntryInfo] = [
             EntryInfo(
                 e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"],
                 tuple(e["verify"]), e.get("retry"), e.get("blame"), e.get("response_note"),
+                tuple(sorted((e.get("versions") or {}).items())),
             )
             for e in index["entries"]
         ]
@@ -202,6 +193,20 @@ class KbIndex:
         return entries
 
     @cached_property
+    def fuzzy(self) -> FuzzyIndex | None:
+        """The fuzzy tier's index, read on first use; None for a bundle compiled without one."""
+        if self._fuzzy_loader is None:
+            return None
+        data = self._fuzzy_loader()
+        if data is None:
+            return None
+        if data.get("digest") != self.digest:
+            raise BundleError("the bundle's fuzzy.json was compiled from another knowledge base; recompile")
+        from .fuzzy import FuzzyIndex  # rapidfuzz is loaded only when the fuzzy tier runs
+
+        return FuzzyIndex(data)
+
+    @cached_property
     def all_anchors(self) -> list[str]:
         found = {a for s in self.signatures for a in s.anchors}
         found.update(a for fp in self.fingerprints for ev in fp.events for a in ev.anchors)
@@ -229,11 +234,14 @@ class KbIndex:
         state["entries"] = [tuple(e) for e in self.entries]
         state.pop("by_id", None)
         loader = state.pop("_entries_loader", None)
+        state.pop("fuzzy", None)
+        fuzzy_loader = state.pop("_fuzzy_loader", None)
         if self.source == "package" and loader is not None:
             state.pop("full_entries", None)
             state["_entries_from"] = "package"
         else:
             state["full_entries"] = self.full_entries  # the source may not exist where this is unpickled
+            state["_fuzzy_data"] = fuzzy_loader() if fuzzy_loader is not None else None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -255,11 +263,14 @@ class KbIndex:
         def from_package() -> dict[str, Any]:
             data: dict[str, Any] = json.loads(_read_packaged(ENTRIES_FILE))
             if data.get("digest") != digest:
-                raise ValueError("the knowledge base installed here differs from the one this index was pickled from "
+                raise BundleError("the knowledge base installed here differs from the one this index was pickled from "
                                  "(digest mismatch): install the same denpex-kb on every worker")
             return data
 
-        state["_entries_loader"] = from_package if state.pop("_entries_from", None) == "package" else None
+        packaged = state.pop("_entries_from", None) == "package"
+        state["_entries_loader"] = from_package if packaged else None
+        fuzzy_data = state.pop("_fuzzy_data", None)
+        state["_fuzzy_loader"] = _packaged_fuzzy if packaged else (lambda: fuzzy_data)
         self.__dict__.update(state)
 
 
@@ -271,6 +282,25 @@ def _read_packaged(name: str) -> str:
     from importlib import resources  # a zipped install
 
     return resources.files("denpex_kb").joinpath("data").joinpath(name).read_text(encoding="utf-8")
+
+
+def _packaged_fuzzy() -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads(_read_packaged(FUZZY_FILE))
+    except FileNotFoundError:
+        return None
+    return data
+
+
+def _fuzzy_from_dir(path: Path) -> Any:
+    def load() -> dict[str, Any] | None:
+        file = path / FUZZY_FILE
+        if not file.is_file():
+            return None
+        data: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
+        return data
+
+    return load
 
 
 _DEFAULT: KbIndex | None = None
@@ -287,47 +317,11 @@ def default_index() -> KbIndex:
             _DEFAULT = load_bundle_dir(Path(override))
         else:
             index = json.loads(_read_packaged(INDEX_FILE))
-            _DEFAULT = KbIndex(index, lambda: json.loads(_read_packaged(ENTRIES_FILE)), "package")
+            _DEFAULT = KbIndex(index, lambda: json.loads(_read_packaged(ENTRIES_FILE)), "package", _packaged_fuzzy)
     return _DEFAULT
 
 
 def load_bundle_dir(path: Path) -> KbIndex:
     index = json.loads((path / INDEX_FILE).read_text(encoding="utf-8"))
-    return KbIndex(index, lambda: json.loads((path / ENTRIES_FILE).read_text(encoding="utf-8")), str(path))
-
-
-def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
-    """Compile a knowledge-base directory in memory (for `--kb DIR`).
-
-    strict: any problem raises ValueError. Otherwise entries whose signatures do not compile are left out and
-    other problems are ignored, so examples can be tested while a knowledge base is still being written.
-    """
-    from .compiler import compile_kb
-    from .loader import load_kb
-    from .problems import Severity
-    from .validators import run_checks
-
-    kb = load_kb(path)
-    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
-    if not strict:
-        broken = {p.path for p in errors if p.check == "signatures"}
-        for entry_id, loaded in list(kb.files.items()):
-            if loaded.display in broken:
-                kb.entries.pop(entry_id, None)
-        errors = []
-    if errors:
-        raise ValueError("the knowledge base has problems; run `denpex-kb check`:\n" + "\n".join(p.render() for p in errors[:20]))
-    index, full = compile_kb(kb)
-    return KbIndex(index, lambda: full, str(path))
-
-
-def anchor_keys(anchor_lists: list[list[str]]) -> list[list[str | None]]:
-    """For each signature's anchors, the word to file each under: its rarest interior word across the whole
-    knowledge base (None: no usable word). Computed when compiling, so loading the bundle stays cheap."""
-    words = [[interior_words(a) for a in anchors] for anchors in anchor_lists]
-    freq: dict[str, int] = {}
-    for per_sig in words:
-        for ws in per_sig:
-            for w in set(ws):
-                freq[w] = freq.get(w, 0) + 1
-    return [[min(ws, key=lambda w: (freq[w], -len(w), w)) if ws else None for ws in per_sig] for per_sig in words]
+    return KbIndex(index, lambda: json.loads((path / ENTRIES_FILE).read_text(encoding="utf-8")), str(path),
+                   _fuzzy_from_dir(path))

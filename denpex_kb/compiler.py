@@ -7,17 +7,29 @@ read only when a command needs the prose (explain, the fix and commands in a sca
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from .bundle import BUNDLE_FORMAT, ENTRIES_FILE, INDEX_FILE, anchor_keys
-from .loader import KnowledgeBase
-from .model import CommandPurpose, Entry, Signature
+import re2
+
+from .bundle import _RE2_OPTIONS, _WORD, BUNDLE_FORMAT, ENTRIES_FILE, FUZZY_FILE, INDEX_FILE, KbIndex
+from .errors import KnowledgeBaseError
+from .fuzzy import FUZZY_FORMAT, comparable, skeleton
+from .loader import KnowledgeBase, load_kb
+from .masks import BY_NAME
+from .model import CommandPurpose, Entry, Signature, SignatureKind
+from .normalize import strip_prefixes
+from .problems import Severity
 from .signatures import compile_signature
 
-__all__ = ["BUNDLE_FORMAT", "ENTRIES_FILE", "INDEX_FILE", "compile_kb", "dumps", "write_bundle"]
+__all__ = [
+    "BUNDLE_FORMAT", "ENTRIES_FILE", "FUZZY_FILE", "INDEX_FILE", "anchor_keys", "compile_fuzzy", "compile_kb", "dumps",
+    "index_from_kb_dir", "interior_words", "write_bundle",
+]
 
 
 def _verify_commands(entry: Entry) -> list[str]:
@@ -41,6 +53,8 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
                 "tags": list(entry.tags),
                 "fix": entry.fix.summary,
                 "verify": _verify_commands(entry),
+                **({"versions": dict(sorted(entry.conditions.versions.items()))}
+                   if entry.conditions and entry.conditions.versions else {}),
                 **(
                     {"retry": entry.response.retry.value, "blame": entry.response.blame.value,
                      "response_note": entry.response.note}
@@ -74,18 +88,178 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
     return index, {"format": BUNDLE_FORMAT, "digest": digest, "entries": full}
 
 
+_PLACEHOLDER = re.compile(r"\{([a-z]+)(?::[a-z0-9_]+)?\}")
+# Placeholders that stand for a number in the printed line are masked as one; the others (words, hosts, quoted
+# text, anything) say nothing about the wording and are left out of the skeleton.
+_AS_NUMBER = {"int", "rank", "pid", "num"}
+# An exception class is evidence for an entry only when it names the failure: Python's own classes
+# (RuntimeError, KeyError, ...) are raised for everything.
+_GENERIC_EXCEPTIONS = {name for name in dir(builtins) if name.endswith(("Error", "Exception", "Exit"))}
+# ...and only when at most this many entries' examples raise it, and each names the class in one of its
+# signatures, their notes or its summary (its authors claim the class as the failure's).
+_EVIDENCE_ENTRIES = 2
+# An exception class as a traceback's last line prints it, wherever a log prefix puts it.
+_RAISED = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))(?=:|\s*$)", re.M)
+
+
+def _fixed_text(sig: Signature) -> str:
+    """A signature's wording with its variable parts as mask tokens: what a printed line's skeleton looks like."""
+    if sig.kind is SignatureKind.literal:
+        return sig.text
+    if sig.kind is SignatureKind.template:
+        def token(m: re.Match[str]) -> str:
+            name = m.group(1)
+            mask = BY_NAME.get(name)
+            if name in _AS_NUMBER:
+                return "0"
+            return "" if mask is None or not mask.masks_lines else m.group(0)
+
+        return _PLACEHOLDER.sub(token, sig.text)
+    return " ".join(compile_signature(sig).anchors)
+
+
+# Context kept around a signature's match in an example line: a line that carries several messages (a whole
+# log pasted as one line) contributes the wording near the failure, not the rest.
+_CONTEXT = 60
+
+
+def _example_lines(text: str, patterns: list[Any]) -> list[tuple[str, int]]:
+    """The parts of a real example that the entry's own signatures match, with the signature's position: the
+    failure's words, not the frames and noise around them. A wrapped example no single line matches gives
+    nothing."""
+    out = []
+    for raw in text.splitlines():
+        line = strip_prefixes(raw).text
+        for j, p in enumerate(patterns):
+            m = p.search(line)
+            if m is not None:
+                out.append((line[max(0, m.start() - _CONTEXT): m.end() + _CONTEXT], j))
+                break
+    return out
+
+
+def _prune(known: list[list[Any]], no_match: dict[int, list[str]]) -> list[list[Any]]:
+    """Known wordings that one of the entry's own no_match examples resembles are not distinctive (the value
+    that decides is masked away, as in `nan iterations: 0`): they are left out."""
+    from .fuzzy import THRESHOLD, FuzzyIndex, comparable, informational
+
+    fz = FuzzyIndex({"format": FUZZY_FORMAT, "known": known, "evidence": {}})
+    drop: set[int] = set()
+    for entry, texts in no_match.items():
+        own = [k for k, row in enumerate(known) if row[0] == entry]
+        for text in texts:
+            for raw in text.splitlines():
+                sk = skeleton(raw)
+                if informational(raw) or not comparable(sk):
+                    continue
+                drop.update(k for k in own if fz.score(k, sk) >= THRESHOLD)
+    return [row for k, row in enumerate(known) if k not in drop]
+
+
+def compile_fuzzy(kb: KnowledgeBase) -> dict[str, Any]:
+    """The fuzzy tier's data: the skeleton of every signature's fixed text and every real example line, and the
+    exception classes that are evidence for one or two entries (see `denpex_kb/fuzzy.py`)."""
+    known: list[list[Any]] = []
+    raised: dict[str, dict[int, int]] = {}
+    claimed: dict[int, str] = {}
+    no_match: dict[int, list[str]] = {}
+    for i, entry_id in enumerate(sorted(kb.entries)):
+        entry = kb.entries[entry_id]
+        seen: set[str] = set()
+        patterns = [re2.compile(compile_signature(sig).pattern, _RE2_OPTIONS) for sig in entry.signatures]
+        roles = [sig.role.value for sig in entry.signatures]
+
+        def add(text: str, role: str, origin: str, seen: set[str] = seen, i: int = i) -> None:
+            sk = skeleton(text)
+            if comparable(sk) and sk not in seen:
+                seen.add(sk)
+                known.append([i, role, origin, sk])
+
+        for j, sig in enumerate(entry.signatures):
+            if sig.kind is not SignatureKind.regex:  # a regex's anchors are a fraction of what it requires
+                add(_fixed_text(sig), roles[j], f"signature:{j}")
+        claimed[i] = " ".join([entry.summary, *(f"{_fixed_text(sig)} {sig.note or ''}" for sig in entry.signatures)])
+        for n, example in enumerate(entry.examples.match):
+            for part, j in _example_lines(example.text, patterns):
+                add(part, roles[j], f"example:{n}")
+            for exc in set(_RAISED.findall(example.text)):  # keyed as printed: torch.X is not evidence for X
+                raised.setdefault(exc, {}).setdefault(i, 0)
+                raised[exc][i] += 1
+        no_match[i] = [example.text for example in entry.examples.no_match]
+    evidence: dict[str, list[int]] = {}
+    for name, by_entry in sorted(raised.items()):
+        short = name.rsplit(".", 1)[-1]
+        if short in _GENERIC_EXCEPTIONS or len(by_entry) > _EVIDENCE_ENTRIES:
+            continue
+        if not all(re.search(rf"\b{re.escape(short)}\b", claimed[e]) for e in by_entry):
+            continue
+        evidence[name] = sorted(by_entry, key=lambda e: (-by_entry[e], e))
+    return {"format": FUZZY_FORMAT, "known": _prune(known, no_match), "evidence": evidence}
+
+
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def write_bundle(kb: KnowledgeBase, out_dir: Path) -> list[Path]:
     index, full = compile_kb(kb)
+    fuzzy = compile_fuzzy(kb) | {"digest": index["digest"]}
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, obj in ((INDEX_FILE, index), (ENTRIES_FILE, full)):
+    for name, obj in ((INDEX_FILE, index), (ENTRIES_FILE, full), (FUZZY_FILE, fuzzy)):
         path = out_dir / name
         tmp = path.with_suffix(".tmp")
         tmp.write_text(dumps(obj), encoding="utf-8")
         tmp.replace(path)
         written.append(path)
     return written
+
+
+def interior_words(anchor: str) -> list[str]:
+    """Words of `anchor` that are whole words in any line containing it (not cut by the anchor's edges)."""
+    words = []
+    for m in _WORD.finditer(anchor):
+        if m.start() == 0 or m.end() == len(anchor) or len(m.group()) < 3:
+            continue
+        words.append(m.group())
+    return words
+
+
+
+
+def anchor_keys(anchor_lists: list[list[str]]) -> list[list[str | None]]:
+    """For each signature's anchors, the word to file each under: its rarest interior word across the whole
+    knowledge base (None: no usable word). Computed when compiling, so loading the bundle stays cheap."""
+    words = [[interior_words(a) for a in anchors] for anchors in anchor_lists]
+    freq: dict[str, int] = {}
+    for per_sig in words:
+        for ws in per_sig:
+            for w in set(ws):
+                freq[w] = freq.get(w, 0) + 1
+    return [[min(ws, key=lambda w: (freq[w], -len(w), w)) if ws else None for ws in per_sig] for per_sig in words]
+
+
+def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
+    """Compile a knowledge-base directory in memory (for `--kb DIR`).
+
+    strict: any error raises KnowledgeBaseError (a ValueError). Otherwise entries whose signatures do not compile
+    are left out and other problems are ignored, so examples can be tested while a knowledge base is still being
+    written.
+    """
+    from .validators import run_checks
+
+    kb = load_kb(path)
+    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    if not strict:
+        broken = {p.path for p in errors if p.check == "signatures"}
+        for entry_id, loaded in list(kb.files.items()):
+            if loaded.display in broken:
+                kb.entries.pop(entry_id, None)
+        errors = []
+    if errors:
+        raise KnowledgeBaseError(
+            "the knowledge base has problems; run `denpex-kb check`:\n" + "\n".join(p.render() for p in errors[:20]), errors
+        )
+    index, full = compile_kb(kb)
+    fuzzy = compile_fuzzy(kb) | {"digest": index["digest"]}
+    return KbIndex(index, lambda: full, str(path), lambda: fuzzy)

@@ -34,7 +34,8 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess by t
     ) from _exc
 
 from .bundle import KbIndex, default_index
-from .scanner import ScanError, ScanReport, scan_many
+from .output import RECORD_SCHEMA_VERSION, empty_record, job_record
+from .scanner import ScanError, scan_many
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,7 +52,8 @@ __all__ = [
 ]
 
 # Bump on any change a reader could notice: a column added, removed, renamed or retyped, or a meaning changed.
-SCHEMA_VERSION = 1
+# The record itself is made in one place, `output.job_record`, which `scan --jsonl` writes too.
+SCHEMA_VERSION = RECORD_SCHEMA_VERSION
 
 _LIST = pa.list_(pa.string())
 SCHEMA = pa.schema(
@@ -65,6 +67,7 @@ SCHEMA = pa.schema(
         pa.field("initiating_host", pa.string()),  # the first host name the line's prefix gave
         pa.field("initiating_line", pa.int64()),  # 1-based, in the file the line was read from
         pa.field("initiating_text", pa.string()),  # the normalised line
+        pa.field("initiating_tier", pa.string()),  # exact | fingerprint | fuzzy | evidence; null: none named it
         pa.field("fix", pa.string()),
         pa.field("url", pa.string()),  # the entry's page on the hub
         pa.field("verdict_retry", pa.string()),  # yes | elsewhere | no | depends | unknown; null: no failure
@@ -72,6 +75,7 @@ SCHEMA = pa.schema(
         pa.field("verdict_exclude", _LIST, nullable=False),  # host names to keep the rerun off
         pa.field("collateral_ids", _LIST, nullable=False),  # distinct, in order; "?KeyError": an unknown exception
         pa.field("collateral_count", pa.int32(), nullable=False),  # collateral findings (each folds many lines)
+        pa.field("versions", _LIST, nullable=False),  # "package==version" the logs print (NCCL, DeepSpeed, torch...)
         pa.field("errors", _LIST, nullable=False),  # what could not be read; the other columns cover the rest
     ],
     metadata={"denpex_kb.schema_version": str(SCHEMA_VERSION), "denpex_kb.schema": "fleet-job"},
@@ -266,36 +270,8 @@ def _default_name(job: Any, members: list[Any] | None, position: int) -> str:
     return f"#{position}"
 
 
-def _empty_row(name: str, files: list[str], errors: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {f.name: None for f in SCHEMA}
-    row.update(schema_version=SCHEMA_VERSION, job=name, files=files, verdict_exclude=[], collateral_ids=[],
-               collateral_count=0, errors=errors)
-    return row
-
-
-def record(report: ScanReport, job: str, files: list[str] | None = None,
-           errors: list[str] | None = None) -> dict[str, Any]:
-    """A scan report as one row of SCHEMA (a dict of plain values)."""
-    row = _empty_row(job, list(files if files is not None else report.files), [*(errors or []), *report.errors])
-    init = report.initiating
-    if init is not None:
-        info = report.info
-        row.update(
-            initiating_id=init.id, initiating_title=init.title or init.exception, initiating_rank=init.rank,
-            initiating_host=init.hosts[0] if init.hosts else None, initiating_line=init.line,
-            initiating_text=init.text, fix=info.fix if info else None, url=info.url if info else None,
-        )
-    verdict = report.verdict
-    if verdict is not None:
-        row.update(verdict_retry=verdict.retry, verdict_blame=verdict.blame, verdict_exclude=list(verdict.exclude))
-    collateral = report.collateral
-    ids: list[str] = []
-    for f in collateral:
-        key = f.id or f"?{f.exception or 'unknown'}"
-        if key not in ids:
-            ids.append(key)
-    row.update(collateral_ids=ids, collateral_count=len(collateral))
-    return row
+_empty_row = empty_record
+record = job_record
 
 
 def _scan_job(job: Any, name: str | None, position: int, kb: KbIndex) -> dict[str, Any]:

@@ -11,6 +11,7 @@ written: a formatting that would change a value or drop a comment is refused, ne
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -28,6 +29,7 @@ from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.events import ScalarEvent
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, FoldedScalarString, LiteralScalarString
 
+from .errors import LocatedError
 from .loader import SCHEMA_LINE
 from .model import Entry, Tombstone
 from .yamlio import MAX_FILE_BYTES, YamlProblem, decode, load_text, to_plain
@@ -36,13 +38,8 @@ WIDTH = 1_000_000  # never re-wrap: long log lines must stay one line, as the so
 _MAX_REORDERS = 1_000  # each pass fixes one mapping; an entry has a few dozen
 
 
-class FormatError(Exception):
+class FormatError(LocatedError):
     """The file cannot be formatted; `line` and `col` are 1-based."""
-
-    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
-        super().__init__(message)
-        self.line = line
-        self.col = col
 
 
 # --- the canonical key order, read from the model ------------------------------------------------------
@@ -369,10 +366,8 @@ def write_atomic(path: Path, text: str) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     _fsync_dir(path.parent)
 

@@ -69,23 +69,23 @@ def _schema_problem(display: str, doc: Any, err: dict[str, Any], kind: str) -> P
     msg = err.get("msg", "invalid")
     hint = _HINTS.get(err.get("type", ""), "")
     text = f"{dotted}: {msg}" + (f"; {hint}" if hint else "")
-    return Problem(display, line, col, "DKB003", "schema", f"{text} ({kind})" if kind == "tombstone" else text)
+    return Problem.of("DKB003", display, line, col, f"{text} ({kind})" if kind == "tombstone" else text)
 
 
 def _load_tags(root: Path, kb: KnowledgeBase) -> None:
     path = root / TAGS_FILE
     display = display_path(path)
     if not path.is_file():
-        kb.problems.append(Problem(display, 0, 0, "DKB010", "tags", "the tag vocabulary is missing; create kb/_tags.yaml"))
+        kb.problems.append(Problem.of("DKB010", display, 0, 0, "the tag vocabulary is missing; create kb/_tags.yaml"))
         return
     try:
         doc = to_plain(load_file(path))
     except YamlProblem as exc:
-        kb.problems.append(Problem(display, exc.line, exc.col, "DKB001", "yaml", str(exc)))
+        kb.problems.append(Problem.of(exc.code, display, exc.line, exc.col, str(exc)))
         return
     if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
         kb.problems.append(
-            Problem(display, 1, 1, "DKB010", "tags", "the vocabulary must map each group to a mapping of tag: description")
+            Problem.of("DKB010", display, 1, 1, "the vocabulary must map each group to a mapping of tag: description")
         )
         return
     kb.tags = {str(g): {str(t): str(d) for t, d in tags.items()} for g, tags in doc.items()}
@@ -95,16 +95,15 @@ def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem
     display = display_path(path)
     problems: list[Problem] = []
     if path.is_symlink() or root.resolve() not in path.resolve().parents:
-        return None, [Problem(display, 0, 0, "DKB005", "file", "entry files must be regular files inside kb/, not links")]
+        return None, [Problem.of("DKB005", display, 0, 0, "entry files must be regular files inside kb/, not links")]
     try:
         doc = load_file(path)
     except YamlProblem as exc:
-        code = "DKB002" if "duplicate key" in str(exc) else "DKB001"
-        return None, [Problem(display, exc.line, exc.col, code, "yaml", str(exc))]
+        return None, [Problem.of(exc.code, display, exc.line, exc.col, str(exc))]
     except OSError as exc:
-        return None, [Problem(display, 0, 0, "DKB001", "file", f"cannot read the file: {exc.strerror}")]
+        return None, [Problem.of("DKB001", display, 0, 0, f"cannot read the file: {exc.strerror}")]
     if not isinstance(doc, dict):
-        return None, [Problem(display, 1, 1, "DKB003", "schema", "an entry must be a YAML mapping of fields")]
+        return None, [Problem.of("DKB003", display, 1, 1, "an entry must be a YAML mapping of fields")]
     data = to_plain(doc)
     is_tombstone = data.get("status") == "removed"
     model = Tombstone if is_tombstone else Entry
@@ -115,7 +114,7 @@ def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem
         problems.extend(_schema_problem(display, doc, e, kind) for e in exc.errors())  # type: ignore[arg-type]
         return None, problems
     except RecursionError:
-        return None, [Problem(display, 1, 1, "DKB003", "schema", "the entry nests too deeply")]
+        return None, [Problem.of("DKB003", display, 1, 1, "the entry nests too deeply")]
     return Loaded(path, display, entry, doc), problems
 
 
@@ -124,7 +123,7 @@ def load_kb(root: Path | str) -> KnowledgeBase:
     root = Path(root)
     kb = KnowledgeBase(root=root)
     if not root.is_dir():
-        kb.problems.append(Problem(display_path(root), 0, 0, "DKB000", "file", "no such knowledge-base directory"))
+        kb.problems.append(Problem.of("DKB000", display_path(root), 0, 0, "no such knowledge-base directory"))
         return kb
     _load_tags(root, kb)
     for path in sorted(root.glob("*.yaml")):
@@ -139,7 +138,7 @@ def load_kb(root: Path | str) -> KnowledgeBase:
             first = kb.files[entry_id].display
             line, col = loaded.where("id")
             kb.problems.append(
-                Problem(loaded.display, line, col, "DKB101", "unique-ids", f"id {entry_id!r} is already used by {first}; ids are never reused, pick a new one")
+                Problem.of("DKB101", loaded.display, line, col, f"id {entry_id!r} is already used by {first}; ids are never reused, pick a new one")
             )
             continue
         kb.files[entry_id] = loaded

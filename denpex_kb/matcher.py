@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import re2
@@ -21,6 +22,15 @@ MAX_BLOCK_LINES = 2_000
 # so every normalized score is below MIN_SCORE and below any exact hit.
 EXACT = "exact"
 NORMALIZED = "normalized"
+# "fuzzy": only when the tiers above found nothing, a line close to a wording an entry knows (denpex_kb/fuzzy.py).
+# "evidence": only when fuzzy found nothing too, a bare exception class that one or two entries raise.
+# Their scores stay below every normalized one: fuzzy 1-24, evidence 1-10.
+FUZZY = "fuzzy"
+EVIDENCE = "evidence"
+TIERS = (EXACT, NORMALIZED, FUZZY, EVIDENCE)
+_TIER_ORDER = {tier: n for n, tier in enumerate(TIERS)}
+_FUZZY_TOP = 24
+_EVIDENCE_SCORE = 10
 _SOFT_WRAP_PENALTY = 10  # before halving
 _CASE_PENALTY = 10  # after halving
 
@@ -53,12 +63,13 @@ class Match:
         "title",
         "url",
         "values",
+        "version_notes",
     )
 
     def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
                  line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
                  line_number: int = 1, retry: str | None = None, blame: str | None = None,
-                 tier: str = EXACT) -> None:
+                 tier: str = EXACT, version_notes: tuple[str, ...] = ()) -> None:
         self.id = id
         self.title = title
         self.phase = phase
@@ -74,10 +85,18 @@ class Match:
         self.line_number = line_number  # 1-based, within the text given
         self.retry = retry  # the entry's response: no | yes | elsewhere | depends
         self.blame = blame
-        self.tier = tier  # "exact", or "normalized": found only after undoing pasted-text artifacts
+        # "exact"; "normalized": found only after undoing pasted-text artifacts; "fuzzy": close to a known
+        # wording, no signature matched (`signature` is then that wording's skeleton); "evidence": an exception
+        # class alone (`signature` is the class)
+        self.tier = tier
+        # What the versions the text (or --env) names say of the entry's affected versions; an answer outside
+        # them is ranked after the others, never dropped
+        self.version_notes = version_notes
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        d = {name: getattr(self, name) for name in self.__slots__}
+        d["version_notes"] = list(self.version_notes)
+        return d
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Match) and self.to_dict() == other.to_dict()
@@ -177,10 +196,14 @@ def _pasted_line(raw: str) -> Line:
     return line
 
 
-def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None) -> list[Match]:
+def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzzy: bool = True,
+          versions: Mapping[str, str] | None = None) -> list[Match]:
     """The failures `text` (one line or a pasted block) shows, best first; [] when none is confidently matched.
 
     `text` is a str; bytes are decoded as UTF-8 (undecodable bytes replaced). Anything else is a TypeError.
+    fuzzy=False: signatures only (the exact and normalized tiers), as `denpex-kb test` checks them.
+    versions: package -> version the job ran (e.g. from `collect_env`); the versions `text` itself prints are
+    read too, and the given ones win. Each answer says what they mean for its entry's affected versions.
     """
     text = _as_text(text)
     index = index or default_index()
@@ -232,12 +255,91 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None) -> l
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
     if not found:
         _normalized_pass(raw_lines, lines, index, consider, found)
+    if not found and fuzzy:
+        _fuzzy_pass(raw_lines, index, found)
+    outside = _versions(found, index, raw_lines, versions) if found else set()
     # A root cause outranks fallout reported in the same text (a launcher summary pasted with the traceback),
-    # as in `scan`; then stronger evidence first. Exact hits before normalized ones, whatever their scores.
+    # as in `scan`; then an entry whose affected versions the text's do not contradict; then stronger evidence.
+    # A tier's hits come before the next tier's, whatever the scores.
     ranked = sorted(
-        found.values(), key=lambda r: (r.tier != EXACT, r.role != "initiating", -r.score, -r.specificity, r.id)
+        found.values(),
+        key=lambda r: (_TIER_ORDER[r.tier], r.role != "initiating", r.id in outside, -r.score, -r.specificity, r.id),
     )
     return ranked[: max(top, 0)]
+
+
+# Every version line denpex_kb/versions.py reads contains one of these; without one, that module (and
+# `packaging`) is not even imported, which keeps a plain `match` as fast to start as before.
+_VERSION_HINTS = ("ersion", "[pip", "[conda]", "deepspeed info")
+
+
+def _versions(found: dict[str, Match], index: KbIndex, raw_lines: list[str],
+              given: Mapping[str, str] | None) -> set[str]:
+    """Notes each answer's versions; returns the entries the versions seen fall outside of."""
+    outside: set[str] = set()
+    if not any(info.versions for m in found.values() if (info := index.by_id.get(m.id)) is not None):
+        return outside
+    if not given and not any(h in line for line in raw_lines for h in _VERSION_HINTS):
+        return outside
+    from .versions import assess, read_versions
+
+    seen = {**read_versions(raw_lines), **(given or {})}
+    if not seen:
+        return outside
+    for m in found.values():
+        info = index.by_id.get(m.id)
+        if info is None or not info.versions:
+            continue
+        verdict = assess(dict(info.versions), seen)
+        m.version_notes = verdict.notes
+        if verdict.outside:
+            outside.add(m.id)
+    return outside
+
+
+def _fuzzy_score(similarity: float, threshold: float) -> int:
+    """Similarity in [threshold, 100] onto 1.._FUZZY_TOP, so a fuzzy answer never outscores a normalized one."""
+    span = max(100.0 - threshold, 1.0)
+    return max(1, min(_FUZZY_TOP, round(1 + (_FUZZY_TOP - 1) * (similarity - threshold) / span)))
+
+
+def _fuzzy_pass(raw_lines: list[str], index: KbIndex, found: dict[str, Match]) -> None:
+    """Only when the exact and normalized tiers found nothing: lines close to a known wording, then bare
+    exception classes that are evidence for an entry."""
+    fz = index.fuzzy
+    if fz is None:
+        return
+    from .fuzzy import THRESHOLD
+
+    for hit in fz.hits(enumerate(raw_lines, 1)):
+        entry = index.entries[hit.known.entry]
+        line = strip_prefixes(raw_lines[hit.line_number - 1])
+        _best_per_entry(found, _entry_match(entry, line, hit.line_number, FUZZY, _fuzzy_score(hit.score, THRESHOLD),
+                                            hit.known.text, hit.known.role))
+    if found:
+        return
+    for number, raw in enumerate(raw_lines, 1):
+        entries = fz.evidence_for(raw)
+        for rank, k in enumerate(entries or ()):
+            entry = index.entries[k]
+            line = strip_prefixes(raw)
+            exc = exception_type(line.text) or ""
+            _best_per_entry(found, _entry_match(entry, line, number, EVIDENCE, _EVIDENCE_SCORE - rank, exc,
+                                                "initiating"))
+
+
+def _entry_match(entry: Any, line: Line, number: int, tier: str, score: int, signature: str, role: str) -> Match:
+    values: dict[str, Any] = {}
+    if line.rank is not None:
+        values["rank"] = line.rank
+    if line.host:
+        values["host"] = line.host
+    exc = exception_type(line.text)
+    if exc:
+        values["exception"] = exc
+    return Match(id=entry.id, title=entry.title, phase=entry.phase, severity=entry.severity, score=score,
+                 signature=signature, role=role, line=line.text, values=values, fix=entry.fix, url=entry.url,
+                 specificity=0, line_number=number, retry=entry.retry, blame=entry.blame, tier=tier)
 
 
 def _normalized_pass(raw_lines: list[str], exact: list[Line], index: KbIndex, consider: Any,

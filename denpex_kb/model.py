@@ -307,7 +307,9 @@ class Reference(_Strict):
     _url = field_validator("url")(classmethod(lambda cls, v: _check_http_url(v)))
 
 
-_PROVENANCE = re.compile(r"^(https?://\S+|captured: \S.*|source: \S.*)$")
+# The three forms, and the retired `source: <repo>/<path>` one, which the model still reads so that `check`
+# (DKB110, denpex_kb/provenance.py) can reject it at its place with a precise fix.
+_PROVENANCE = re.compile(r"^(https?://\S+|captured: \S.*|[\w.-]+/[\w.-]+#\d+|source: \S.*)$")
 
 
 class MatchExample(_Strict):
@@ -322,7 +324,7 @@ class MatchExample(_Strict):
     def _provenance(cls, value: str) -> str:
         if not _PROVENANCE.match(value):
             raise ValueError(
-                "provenance must be an http(s) URL, 'source: <repo>/<path>' or 'captured: <software> <version>'"
+                "provenance must be an http(s) URL of the original page, 'owner/repo#N' or 'captured: <software> <version>'"
             )
         return value
 

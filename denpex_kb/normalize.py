@@ -149,7 +149,7 @@ def strip_prefixes(raw: str) -> Line:
 
 # How an exception class's name ends. One list for the grammar below and the scan prefilter's markers, so a
 # line the grammar would accept is never filtered out before it is read.
-EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Interrupt", "Exit")
+EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Interrupt", "Exit", "Abort")
 EXCEPTION_NAMES = ("KeyboardInterrupt", "StopIteration")
 _EXCEPTION = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:" + "|".join(EXCEPTION_SUFFIXES) + r")|"

@@ -17,6 +17,7 @@ from rapidfuzz import fuzz, process
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from . import __version__
+from .errors import DenpexError
 from .loader import SCHEMA_LINE, KnowledgeBase
 from .masks import mask_line, masked_spans
 from .model import Blame, CommandPurpose, Phase, Relation, Retry, Severity, SignatureKind, is_valid_id
@@ -31,6 +32,10 @@ SIMILAR = 85  # percent: a pasted line this close to an existing example is prob
 _ID_WORDS = 5
 _MIN_SIMILAR_WORDS = 4
 _MIN_MESSAGE = 12  # literal characters a message needs to stand without its exception class
+
+
+class ScaffoldError(DenpexError, ValueError):
+    """The pasted text cannot be made into a signature."""
 
 
 def choice(values: list[str]) -> str:
@@ -97,7 +102,7 @@ def _without_exception(line: str) -> str:
 def propose(raw: str) -> Proposal:
     line = _error_line(raw)
     if not line:
-        raise ValueError("the pasted text is empty once prefixes are removed; paste the error line itself")
+        raise ScaffoldError("the pasted text is empty once prefixes are removed; paste the error line itself")
     text = _without_exception(line)
     template = template_for(text)
     proposal = Proposal(raw, line, template)
@@ -109,7 +114,7 @@ def propose(raw: str) -> Proposal:
             "variable parts with placeholders by hand"
         )
         if not template_matches(proposal.template, line):
-            raise ValueError("the pasted line cannot be turned into a signature; write one by hand")
+            raise ScaffoldError("the pasted line cannot be turned into a signature; write one by hand")
     literals = compile_template(proposal.template).literals
     if max((len(x.strip()) for x in literals), default=0) < MIN_ANCHOR:
         proposal.warnings.append(
@@ -273,7 +278,7 @@ related:
 references:
   - url: ""
     title: ""
-# Real output, verbatim, with provenance: an issue URL, 'source: <repo>/<path>' or 'captured: <software> <version>'.
+# Real output, verbatim, with provenance: its URL on the original site, or 'captured: <software> <version>'.
 # At least four match examples with varied prefixes and wordings, and two benign look-alikes in no_match.
 examples:
   match:

@@ -13,7 +13,7 @@ import mmap
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from itertools import pairwise
@@ -27,12 +27,17 @@ from .masks import mask_line
 from .matcher import match_line, score_for
 from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, safe_int, strip_prefixes
 from .verdict import Verdict, decide, parse_stamp
+from .versions import MARKERS as VERSION_MARKERS
+from .versions import assess
+from .versions import read_line as read_version
 
 CHUNK = 8 << 20
 TRACEBACK = "Traceback (most recent call last)"
 TRACEBACK_REACH = 400  # lines after a traceback header in which its exception line is expected
 GENERIC_MARKERS = (TRACEBACK, *EXCEPTION_SUFFIXES, *EXCEPTION_NAMES)
 UNKNOWN_SCORE = 40
+MAX_VERSIONS = 64  # packages whose version a scan remembers
+MAX_NAMED = 1_000  # unknown exceptions handed to the fuzzy tier per scan: its cost stays bounded
 FINGERPRINT_SCORE = 80  # an ordered sequence of events, when no single line named the entry
 FINGERPRINT_BONUS = 10
 MAX_HOSTS = 64  # host names kept per finding
@@ -83,6 +88,11 @@ class Finding:
     stamp: str | None = None  # the first line's timestamp, as written
     kernel: bool = False  # read from a kernel log (syslog, dmesg)
     before_job: bool = False  # a kernel-log line stamped before the job's first line: an earlier job's event
+    # How the entry was named: "exact" (a signature), "fingerprint" (a sequence of events), "fuzzy" (an unknown
+    # exception line close to a wording an entry knows), "evidence" (an exception class alone); None: unnamed.
+    tier: str | None = None
+    # A final exception line that no traceback header announced (a rank's last words, a custom exception class)
+    without_traceback: bool = False
     order: tuple[int, int] = (0, 0)  # (file position, line) for ordering
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +111,15 @@ class ScanReport:
     index: KbIndex | None = None
     errors: list[str] = field(default_factory=list)  # what could not be read; findings cover the rest
     start: str | None = None  # the job's first timestamp, as written (kernel-log lines excluded)
+    versions: dict[str, str] = field(default_factory=dict)  # package -> version the log (or --env) names
+
+    @cached_property
+    def version_notes(self) -> tuple[str, ...]:
+        """What the versions seen say of the initiating entry's affected versions (never used to drop it)."""
+        info = self.info
+        if info is None or not info.versions or not self.versions:
+            return ()
+        return assess(dict(info.versions), self.versions).notes
 
     @cached_property
     def verdict(self) -> Verdict | None:
@@ -136,9 +155,25 @@ class ScanReport:
             "verify": list(info.verify) if info else [],
             "url": info.url if info else None,
             "hints": self.hints,
+            "versions": dict(sorted(self.versions.items())),
+            "version_notes": list(self.version_notes),
             "errors": self.errors,
             "findings": [f.to_dict() for f in self.findings],
         }
+
+
+def _classify(index: KbIndex, text: str) -> tuple[Any, dict[str, Any]] | None:
+    """The signature a normalised line is reported under, with the values of every signature of its entry that
+    matched; None when no signature matches. Deterministic: the candidates are sorted first."""
+    hits = sorted(match_line(text, index), key=lambda h: (h[0].entry.id, h[0].number, h[0].pattern))
+    if not hits:
+        return None
+    sig, _m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
+    values: dict[str, Any] = {}
+    for other, om in hits:  # every signature of the chosen entry that matched adds its values
+        if other.entry is sig.entry:
+            values.update({k: v for k, v in om.groupdict().items() if v is not None and k not in values})
+    return sig, values
 
 
 class _Collector:
@@ -154,12 +189,21 @@ class _Collector:
         self.file_name: str | None = None
         self.start: str | None = None  # the job's first timestamp (see sniff_start)
         self.dropped = 0  # distinct findings not kept (beyond MAX_FINDINGS)
+        # (file, rank) -> the last exception line seen outside any traceback: reported only if the log shows a
+        # failure that nothing else explains (see report)
+        self.bare: dict[tuple[int, int | None], tuple[str, Line, int, str, str | None]] = {}
+        self.versions: dict[str, str] = {}  # package -> the version the log first prints for it
+        self.given_versions: dict[str, str] = {}  # from the caller (--env FILE): they win
 
     def line(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
         text = line.text
         if not text:
             return
+        if any(marker in text for marker in VERSION_MARKERS):
+            found = read_version(text)
+            if found is not None and len(self.versions) < MAX_VERSIONS:
+                self.versions.setdefault(*found)
         exc = exception_type(text) if not line.indented else None
         self._match(text, line, number, exc)
         if self.index.fingerprints:  # after the line's own finding, which a completed sequence strengthens
@@ -168,15 +212,11 @@ class _Collector:
     def _match(self, text: str, line: Any, number: int, exc: str | None) -> None:
         # The candidates come out of a set of words, in an order that depends on PYTHONHASHSEED: sorted here, so
         # the signature chosen and the order (and winner) of merged values are the same on every run.
-        hits = sorted(match_line(text, self.index), key=lambda h: (h[0].entry.id, h[0].number, h[0].pattern))
-        if hits:
-            sig, _m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
-            values: dict[str, Any] = {}
-            for other, om in hits:  # every signature of the chosen entry that matched adds its values
-                if other.entry is sig.entry:
-                    values.update({k: v for k, v in om.groupdict().items() if v is not None and k not in values})
+        found = _classify(self.index, text)
+        if found is not None:
+            sig, values = found
             self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role, values,
-                      line)
+                      line, "exact")
             return
         if text.startswith(TRACEBACK):
             _bounded_put(self.tracebacks, (self.file_no, line.rank), number)
@@ -186,6 +226,8 @@ class _Collector:
             if start is not None and 0 < number - start <= TRACEBACK_REACH:
                 self._add(None, None, text, line.rank, number, UNKNOWN_SCORE, exc, "initiating", {}, line)
                 del self.tracebacks[(self.file_no, line.rank)]
+            else:
+                _bounded_put(self.bare, (self.file_no, line.rank), (text, line, number, exc, self.file_name))
 
     def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None) -> None:
         for k, fp in enumerate(self.index.fingerprints):
@@ -212,10 +254,12 @@ class _Collector:
                 f.score = min(99, f.score + FINGERPRINT_BONUS)
                 f.values["fingerprint"] = True
                 return
-        self._add(entry_id, title, text, rank, number, FINGERPRINT_SCORE, exc, "initiating", {"fingerprint": True})
+        self._add(entry_id, title, text, rank, number, FINGERPRINT_SCORE, exc, "initiating", {"fingerprint": True},
+                  tier="fingerprint")
 
     def _add(self, entry_id: str | None, title: str | None, text: str, rank: int | None, number: int, score: int,
-             exc: str | None, role: str, values: dict[str, Any], line: Line | None = None) -> None:
+             exc: str | None, role: str, values: dict[str, Any], line: Line | None = None,
+             tier: str | None = None) -> None:
         key = (entry_id or f"?{exc}", mask_line(text))
         host = line.host if line is not None else None
         found = self.groups.get(key)
@@ -234,7 +278,25 @@ class _Collector:
             file=self.file_name, ranks=[rank] if rank is not None else [], values=values, signature_role=role,
             hosts=[host] if host else [], stamp=line.stamp if line is not None else None,
             kernel=line is not None and bool(KERNEL_PREFIXES.intersection(line.prefixes)), order=(self.file_no, number),
+            tier=tier,
         )
+
+    def add_folded(self, folded: dict[tuple[str, str], list[Any]]) -> None:
+        """A worker's folded repeats (see _fold), after the lines it kept: each group's first line is among those."""
+        for group, (count, ranks, hosts) in folded.items():
+            found = self.groups.get(group)
+            seen = set(found.ranks) if found is not None else set()
+            if found is None:  # its first line was not kept (beyond MAX_FINDINGS)
+                self.dropped += count
+                continue
+            found.count += count
+            for rank in ranks:
+                if len(found.ranks) < MAX_RANKS and rank not in seen:
+                    found.ranks.append(rank)
+                    seen.add(rank)
+            for host in hosts:
+                if host not in found.hosts and len(found.hosts) < MAX_HOSTS:
+                    found.hosts.append(host)
 
     def sniff_start(self, raw: str) -> None:
         """Remember the job's first timestamp: the first job line (not a kernel-log line) that carries one."""
@@ -243,7 +305,44 @@ class _Collector:
             if line.stamp and not KERNEL_PREFIXES.intersection(line.prefixes):
                 self.start = line.stamp
 
+    def _bare_exceptions(self) -> None:
+        """A failed job whose root cause nothing names may still show it: a rank's last exception line printed
+        without a traceback header (a logger's `AssertionError: ...`, a custom `...Failure`). Added only when
+        the log shows a failure (some finding) and neither a known root cause nor a traceback's exception does."""
+        if not self.groups or any(f.signature_role == "initiating" for f in self.groups.values()):
+            return
+        for (file_no, _rank), (text, line, number, exc, name) in sorted(self.bare.items(), key=lambda kv: kv[0][0]):
+            self.file_no, self.file_name = file_no, name
+            self._add(None, None, text, line.rank, number, UNKNOWN_SCORE - 10, exc, "initiating", {}, line)
+            key = (f"?{exc}", mask_line(text))
+            if key in self.groups:
+                self.groups[key].without_traceback = True
+
+    def _name_unknown(self) -> None:
+        """Unknown exceptions go to the fuzzy and evidence tiers of the matcher: a line close to a wording an
+        entry knows, or an exception class alone that one or two entries raise, names the entry (labelled)."""
+        fz = self.index.fuzzy if any(f.id is None for f in self.groups.values()) else None
+        if fz is None:
+            return
+        asked = 0
+        for f in self.groups.values():
+            if f.id is not None or asked >= MAX_NAMED:
+                continue
+            asked += 1
+            found = fz.line(f.text)
+            if found is not None:
+                known, tier = fz.known[found[0]], "fuzzy"
+                entry, role = self.index.entries[known.entry], known.role
+            else:
+                named = fz.evidence_for(f.text)
+                if not named:
+                    continue
+                entry, role, tier = self.index.entries[named[0]], "initiating", "evidence"
+            f.id, f.title, f.tier, f.signature_role, f.role = entry.id, entry.title, tier, role, role
+
     def report(self, lines: int, files: list[str]) -> ScanReport:
+        self._bare_exceptions()
+        self._name_unknown()
         findings = sorted(self.groups.values(), key=lambda f: f.order)
         start = parse_stamp(self.start)
         for f in findings:
@@ -255,7 +354,7 @@ class _Collector:
         for f in findings:
             f.role = "initiating" if f is initiating else "collateral"
         report = ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index,
-                            start=self.start)
+                            start=self.start, versions={**self.versions, **self.given_versions})
         if self.dropped:
             report.errors.append(f"{self.dropped} findings after the first {MAX_FINDINGS} distinct ones were not kept; "
                                  "the report covers those first ones")
@@ -274,8 +373,11 @@ def _choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | Non
     # the most telling piece of fallout (launcher summaries last, since they only say that a child died).
     current = [f for f in findings if not f.before_job] or findings
     known = [f for f in current if f.id and f.signature_role == "initiating"]
-    if known:
-        return known[0]
+    # A root cause a signature names comes before one only the fuzzy or evidence tier named: a wrapper line
+    # ("Caught RuntimeError in DataLoader worker process 0") printed first must not displace the real error.
+    named = [f for f in known if f.tier not in ("fuzzy", "evidence")]
+    if named or known:
+        return (named or known)[0]
     unknown = [f for f in current if f.id is None]
     if unknown:
         return unknown[0]
@@ -417,7 +519,8 @@ def prefilter_for(index: KbIndex, engine: str | None = None) -> Prefilter:
     key = (id(index), engine)
     with _PREFILTERS_LOCK:  # threads scanning at once share one compiled prefilter
         if key not in _PREFILTERS:
-            _PREFILTERS[key] = _make_prefilter(sorted(set(index.all_anchors) | set(GENERIC_MARKERS)), engine)
+            literals = set(index.all_anchors) | set(GENERIC_MARKERS) | set(VERSION_MARKERS)
+            _PREFILTERS[key] = _make_prefilter(sorted(literals), engine)
         return _PREFILTERS[key]
 
 
@@ -721,6 +824,9 @@ class _Hits:
     lines: list[tuple[int, bytes]] = field(default_factory=list)  # (1-based line number, raw line)
     count: int = 0
     error: ScanError | None = None
+    # Repeats folded by a worker (see _fold): group key -> [lines, ranks, hosts] beyond the first, which is kept;
+    # ranks and hosts as dicts with None values, ordered sets in the order they were seen
+    folded: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
 
 def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | None, limit: int | None = None,
@@ -832,6 +938,7 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
 
 
 _FORKED: dict[str, Prefilter] = {}  # the parent's prefilter, inherited by the forked workers (no recompile)
+_FORKED_INDEX: dict[str, KbIndex] = {}  # and its index, for folding repeats in the workers
 
 
 def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _Hits:
@@ -840,7 +947,41 @@ def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _H
         end = min(end, os.fstat(fh.fileno()).st_size)
         # A file truncated while mapped kills this worker with SIGBUS; the parent then reads it the safe way.
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _mapped_hits(mm, start, end, prefilter)
+            hits = _mapped_hits(mm, start, end, prefilter)
+    index = _FORKED_INDEX.get(key)
+    return _fold(hits, index) if index is not None else hits
+
+
+def _fold(hits: _Hits, index: KbIndex) -> _Hits:
+    """Repeats folded where they are found, so a log in which every line is a failure does not send every line
+    to the parent: a line a signature names, that no fingerprint or version reader needs to see, and whose
+    group (entry, masked text) this worker has already sent once, only adds its count, rank and host. The
+    parent's report is the same as if it had read every line: a repeat only ever does that to its group."""
+    kept: list[tuple[int, bytes]] = []
+    seen: set[tuple[str, str]] = set()
+    folded = hits.folded
+    events = [ev for fp in index.fingerprints for ev in fp.events]
+    for number, raw in hits.lines:
+        line = strip_prefixes(raw.decode("utf-8", "replace"))
+        text = line.text
+        found = _classify(index, text) if text else None
+        if (found is None or any(marker in text for marker in VERSION_MARKERS)
+                or any(ev.matches(text) for ev in events)):
+            kept.append((number, raw))
+            continue
+        group = (found[0].entry.id, mask_line(text))
+        if group not in seen:
+            seen.add(group)
+            kept.append((number, raw))
+            continue
+        extra = folded.setdefault(group, [0, {}, {}])  # count, ranks, hosts (dicts: ordered sets)
+        extra[0] += 1
+        if line.rank is not None and len(extra[1]) < MAX_RANKS:
+            extra[1].setdefault(line.rank)
+        if line.host and len(extra[2]) < MAX_HOSTS:
+            extra[2].setdefault(line.host)
+    hits.lines = kept
+    return hits
 
 
 def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Prefilter,
@@ -854,6 +995,7 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     points = _split_points(path, size, workers)
     key = f"prefilter-{threading.get_ident()}"  # per calling thread: another thread's scan must not clear it
     _FORKED[key] = prefilter
+    _FORKED_INDEX[key] = collector.index
     _numpy()  # imported once here, inherited by every worker
     try:
         with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -863,10 +1005,12 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
         return None
     finally:
         _FORKED.pop(key, None)
+        _FORKED_INDEX.pop(key, None)
     offset = 0
     for (a, b), part in zip(pairwise(points), parts, strict=True):
         for number, raw in part.lines:
             collector.line(raw.decode("utf-8", "replace"), offset + number)
+        collector.add_folded(part.folded)
         offset += part.count
         if on_bytes:
             on_bytes(b - a)
@@ -903,10 +1047,12 @@ def _segments(raw: str) -> Iterator[str]:
         start = cr + 1
 
 
-def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
+def scan(source: Source, *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None,
+         versions: Mapping[str, str] | None = None) -> ScanReport:
     """Scan a log: a path or a binary file object (plain, gzip, bzip2 or xz, told by the first bytes), or an
-    iterable of lines (str or bytes)."""
-    return scan_many([source], index=index, progress=progress)
+    iterable of lines (str or bytes). `versions` (package -> version, e.g. read from `collect_env` output) add to
+    the versions the log prints, and win over them."""
+    return scan_many([source], index=index, progress=progress, versions=versions)
 
 
 def _as_source(src: Any) -> Any:
@@ -926,7 +1072,8 @@ def _as_source(src: Any) -> Any:
     )
 
 
-def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None) -> ScanReport:
+def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: Callable[[int], None] | None = None,
+              versions: Mapping[str, str] | None = None) -> ScanReport:
     """Scan several logs (e.g. one per rank) as one job. Paths are read in sorted order, so the report does not
     depend on the order they were given in."""
     if isinstance(sources, (str, bytes, bytearray, memoryview, os.PathLike)) or not isinstance(sources, Iterable):
@@ -934,12 +1081,14 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     sources = [_as_source(s) for s in sources]
     index = index or default_index()
     collector = _Collector(index)
+    collector.given_versions = dict(versions or {})
     prefilter = prefilter_for(index)
     total = 0
     names: list[str] = []
     paths = sorted((s for s in sources if isinstance(s, (str, os.PathLike))), key=lambda p: str(p))
     others = [s for s in sources if not isinstance(s, (str, os.PathLike))]
     errors: list[ScanError] = []
+    unopened: list[ScanError] = []  # files that could not be opened; the others of the job are still scanned
     for file_no, src in enumerate([*paths, *others]):
         collector.file_no = file_no
         if isinstance(src, (str, os.PathLike)) or hasattr(src, "read"):
@@ -947,7 +1096,14 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                 refuse_endless_stdin(src)
                 name, fh, owned = "<stdin>", _decoded(src, "<stdin>", owned=False), False
             else:
-                name, fh, owned = str(src), _open(Path(src)), True
+                try:
+                    name, fh, owned = str(src), _open(Path(src)), True
+                except ScanError as exc:
+                    if len(sources) == 1:
+                        raise
+                    unopened.append(exc)
+                    errors.append(exc)
+                    continue
             collector.file_name = name
             names.append(name)
             if owned:
@@ -975,6 +1131,8 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                     if prefilter.search(segment.encode("utf-8", "replace")):
                         collector.line(segment, number)
             total += number
+    if unopened and not names:  # nothing at all was read: no report would be true
+        raise ScanError("; ".join(str(e) for e in unopened))
     report = collector.report(total, names)
     report.errors = [str(e) for e in errors] + report.errors
     return report

@@ -9,8 +9,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from .model import Entry, Tombstone
-
-SCHEMA_ID = "https://denpex-kb.github.io/denpex-kb/schema/entry.schema.json"
+from .urls import SCHEMA_ID
 
 
 def entry_schema(tags: list[str] | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from functools import lru_cache
 import re2
 
 from .anchors import regex_anchors
+from .errors import DenpexError, Location
 from .model import Signature, SignatureKind
 from .templates import TemplateError, compile_template
 
@@ -24,9 +25,11 @@ MIN_ANCHOR = 6  # shorter anchors would make the prefilter pass too many lines
 _SPACES = re.compile(r"[ \t]+")
 
 
-class SignatureError(ValueError):
+class SignatureError(DenpexError, ValueError):
+    """A signature that cannot be used; `offset` is the 0-based column in its text (its location's col is 1-based)."""
+
     def __init__(self, message: str, offset: int = 0) -> None:
-        super().__init__(message)
+        super().__init__(message, Location(None, 1, offset + 1))
         self.offset = offset
 
 

@@ -10,17 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .errors import DenpexError, Location
 from .masks import BY_NAME
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]| +|[^{} ]+")
 _PLACEHOLDER = re.compile(r"^(?P<mask>[a-z]+)(?::(?P<name>[a-z][a-z0-9_]*))?$")
 
 
-class TemplateError(ValueError):
-    """A malformed template; `offset` is the 0-based column in the template text."""
+class TemplateError(DenpexError, ValueError):
+    """A malformed template; `offset` is the 0-based column in the template text (its location's col is 1-based)."""
 
     def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
+        super().__init__(message, Location(None, 1, offset + 1))
         self.offset = offset
 
 

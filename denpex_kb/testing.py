@@ -14,7 +14,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from .bundle import KbIndex, index_from_kb_dir
+from .bundle import KbIndex
+from .compiler import index_from_kb_dir
 from .loader import KnowledgeBase, Loaded
 from .matcher import match, match_line
 from .normalize import strip_prefixes
@@ -24,6 +25,7 @@ from .scanner import scan
 BENIGN_DIR = Path("tests") / "corpus" / "benign"
 ALLOWLIST = "allowlist.yaml"
 TOO_GENERIC = 2  # distinct benign lines one signature may match before it is called too generic
+BENIGN_CODES = frozenset({"DKB204", "DKB205"})  # problems of the benign corpus, as opposed to an entry's examples
 
 
 @dataclass
@@ -34,6 +36,9 @@ class ExampleOutcome:
     ok: bool
     expected: str | None  # the entry that should rank first (match) or None (no_match)
     reported: str | None  # what ranked first, or the entry that wrongly matched
+    # A match example no signature ranks right: the entry the fuzzy tier would name (its own wording left out),
+    # so the author sees that the example is this failure's and a signature is what is missing.
+    fuzzy: str | None = None
 
 
 @dataclass
@@ -54,6 +59,11 @@ class EntryResult:
         return sum(not o.ok for o in self.outcomes if o.kind == "no_match")
 
     @property
+    def fuzzy_only(self) -> int:
+        """Match examples that only the fuzzy tier names as this entry."""
+        return sum(o.fuzzy == self.id for o in self.outcomes if o.kind == "match" and not o.ok)
+
+    @property
     def ok(self) -> bool:
         return all(o.ok for o in self.outcomes)
 
@@ -64,15 +74,32 @@ def run_examples(kb: KnowledgeBase, index: KbIndex, ids: list[str] | None = None
         entry = kb.entries[entry_id]
         result = EntryResult(entry_id)
         for i, ex in enumerate(entry.examples.match):
-            ranked = match(ex.text, top=10, index=index)
+            ranked = match(ex.text, top=10, index=index, fuzzy=False)  # signatures must catch it
             first = ranked[0].id if ranked else None
-            result.outcomes.append(ExampleOutcome("match", i, ex.text, first == entry_id, entry_id, first))
+            outcome = ExampleOutcome("match", i, ex.text, first == entry_id, entry_id, first)
+            if not outcome.ok:
+                outcome.fuzzy = _fuzzy_names(index, entry_id, i, ex.text)
+            result.outcomes.append(outcome)
         for i, nex in enumerate(entry.examples.no_match):
-            ranked = match(nex.text, top=50, index=index)
+            ranked = match(nex.text, top=50, index=index, fuzzy=False)
             hit = entry_id in {r.id for r in ranked}
             result.outcomes.append(ExampleOutcome("no_match", i, nex.text, not hit, None, entry_id if hit else None))
         results.append(result)
     return results
+
+
+def _fuzzy_names(index: KbIndex, entry_id: str, number: int, text: str) -> str | None:
+    """The entry the fuzzy tier names for an example, with the example's own wording left out of its index."""
+    fz = index.fuzzy
+    if fz is None or entry_id not in index.by_id:
+        return None
+    me = index.entries.index(index.by_id[entry_id])
+    own = frozenset(k for k, known in enumerate(fz.known) if known.entry == me and known.origin == f"example:{number}")
+    for raw in text.splitlines():
+        found = fz.line(raw, own)
+        if found is not None:
+            return index.entries[fz.known[found[0]].entry].id
+    return None
 
 
 def _short(text: str) -> str:
@@ -89,15 +116,17 @@ def outcome_problems(kb: KnowledgeBase, results: list[EntryResult]) -> list[Prob
                 continue
             line, col = loaded.where("examples", o.kind, o.number, "text")
             if o.kind == "match" and o.reported is None:
-                problems.append(Problem(loaded.display, line, col, "DKB201", "examples",
-                    f"match example {o.number + 1} ({_short(o.text)!r}) matches no entry; widen a signature of {result.id} "
-                    "to cover this wording, or drop the example if it is not this failure"))
+                close = (f" (only the fuzzy tier names {o.fuzzy}: the wording is this failure's, a signature is missing)"
+                         if o.fuzzy == result.id else "")
+                problems.append(Problem.of("DKB201", loaded.display, line, col,
+                    f"match example {o.number + 1} ({_short(o.text)!r}) matches no entry{close}; widen a signature of "
+                    f"{result.id} to cover this wording, or drop the example if it is not this failure"))
             elif o.kind == "match":
-                problems.append(Problem(loaded.display, line, col, "DKB202", "shadowing",
+                problems.append(Problem.of("DKB202", loaded.display, line, col,
                     f"match example {o.number + 1} ranks {o.reported!r} first, not {result.id!r}: {o.reported} shadows "
                     f"{result.id}; make {o.reported}'s signature more specific, or {result.id}'s longer"))
             else:
-                problems.append(Problem(loaded.display, line, col, "DKB203", "examples",
+                problems.append(Problem.of("DKB203", loaded.display, line, col,
                     f"no_match example {o.number + 1} ({_short(o.text)!r}) matches {result.id}; make its signatures "
                     "specific enough to exclude this benign line"))
     return problems
@@ -130,7 +159,7 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
             if any(a.get("file") == log.name and a.get("id") == f.id and a.get("text", "") in f.text for a in allowed):
                 continue
             what = f"entry {f.id!r}" if f.id else f"an unrecognised {f.exception}"
-            problems.append(Problem(shown, f.line, 1, "DKB204", "benign-corpus",
+            problems.append(Problem.of("DKB204", shown, f.line, 1,
                 f"healthy output gives a finding ({what}) on {f.text[:90]!r}; make the entry's signature more specific, "
                 f"or add a reviewed exception to {benign.name}/{ALLOWLIST}"))
         with log.open(encoding="utf-8", errors="replace") as fh:
@@ -143,7 +172,7 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
         if len(distinct) >= TOO_GENERIC and entry_id in kb.files:
             loaded = kb.files[entry_id]
             line_no, col = loaded.where("signatures", number, "text")
-            problems.append(Problem(loaded.display, line_no, col, "DKB205", "too-generic",
+            problems.append(Problem.of("DKB205", loaded.display, line_no, col,
                 f"signature {number + 1} of {entry_id} matches {len(distinct)} distinct lines of the benign corpus "
                 f"(e.g. {distinct[0][:80]!r}); it is too generic: add the words that only the failure prints"))
     return problems

@@ -12,6 +12,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, ScalarEvent
 
+from .errors import LocatedError
+
 MAX_FILE_BYTES = 1_000_000  # an entry is a few KB; anything near this is a mistake or an attack
 MAX_DEPTH = 32  # entries nest four or five levels deep
 MAX_EVENTS = 200_000
@@ -19,11 +21,16 @@ MAX_INT_DIGITS = 100  # entries hold small counts; Python refuses to convert int
 _PLAIN_INT = re.compile(r"[-+]?[0-9][0-9_]*")
 
 
-class YamlProblem(Exception):
-    def __init__(self, message: str, line: int = 1, col: int = 1) -> None:
-        super().__init__(message)
-        self.line = line
-        self.col = col
+class YamlProblem(LocatedError):
+    """The text cannot be read as an entry's YAML; `line` and `col` are 1-based, `code` is what the loader reports."""
+
+    code = "DKB001"
+
+
+class DuplicateKey(YamlProblem):
+    """A key written twice in one mapping."""
+
+    code = "DKB002"
 
 
 def _rt_yaml() -> YAML:
@@ -47,9 +54,7 @@ def decode(raw: bytes) -> str:
 def _precheck(text: str) -> None:
     """Walk the event stream before building anything: no aliases, bounded depth and size."""
     depth = 0
-    count = 0
-    for event in _rt_yaml().parse(io.StringIO(text)):
-        count += 1
+    for count, event in enumerate(_rt_yaml().parse(io.StringIO(text)), 1):
         if count > MAX_EVENTS:
             raise YamlProblem("the file is too large for an entry; split it or remove generated content")
         mark = event.start_mark
@@ -90,16 +95,18 @@ def load_text(text: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         what = (exc.problem or str(exc)).strip()
         hint = ""
+        duplicate = "duplicate key" in what or "found duplicate key" in str(exc)
         if "found character '\\t'" in what or "\t" in what:
             hint = "; indent with spaces, not tabs"
-        elif "duplicate key" in what or "found duplicate key" in str(exc):
+        elif duplicate:
             what = "duplicate key " + (what.split('"')[1] if '"' in what else "")
             hint = "; each key may appear once, merge the two"
         line = mark.line + 1 if mark else 1
         col = mark.column + 1 if mark else 1
-        raise YamlProblem(f"YAML syntax: {what}{hint}", line, col) from None
+        raise (DuplicateKey if duplicate else YamlProblem)(f"YAML syntax: {what}{hint}", line, col) from None
     except (YAMLError, RecursionError, ValueError) as exc:
-        raise YamlProblem(f"YAML syntax: {exc}".splitlines()[0]) from None
+        message = f"YAML syntax: {exc}".splitlines()[0]
+        raise (DuplicateKey if "duplicate key" in message else YamlProblem)(message) from None
 
 
 def load_file(path: Path) -> Any:

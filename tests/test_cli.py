@@ -137,3 +137,10 @@ def test_rank_ranges_are_compact():
     assert ranges([0, 1, 2, 4, 5, 6, 7]) == "0-2,4-7"
     assert ranges([5, 1, 2, 9, 10, 2]) == "1-2,5,9-10"
     assert ranges([3]) == "3"
+
+
+def test_explain_suggests_the_entry_a_mistyped_id_meant(capsys):
+    from denpex_kb.cli import main
+
+    assert main(["explain", "cuda-out-of-memry"]) == 2
+    assert "did you mean cuda-out-of-memory?" in capsys.readouterr().err

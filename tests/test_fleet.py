@@ -191,8 +191,8 @@ def oom_job() -> bytes:
 
 SCHEMA_COLUMNS = [
     "schema_version", "job", "files", "initiating_id", "initiating_title", "initiating_rank", "initiating_host",
-    "initiating_line", "initiating_text", "fix", "url", "verdict_retry", "verdict_blame", "verdict_exclude",
-    "collateral_ids", "collateral_count", "errors",
+    "initiating_line", "initiating_text", "initiating_tier", "fix", "url", "verdict_retry", "verdict_blame",
+    "verdict_exclude", "collateral_ids", "collateral_count", "versions", "errors",
 ]
 
 
@@ -202,7 +202,7 @@ def test_schema_is_published_versioned_and_plain():
     assert fleet.SCHEMA.metadata[b"denpex_kb.schema_version"] == str(fleet.SCHEMA_VERSION).encode()
     for field in fleet.SCHEMA:  # plain columns: strings, integers, lists of strings; nothing pickled
         assert field.type in (pa.string(), pa.int32(), pa.int64(), pa.list_(pa.string())), field
-    for name in ("verdict_exclude", "collateral_ids", "errors", "files"):
+    for name in ("verdict_exclude", "collateral_ids", "versions", "errors", "files"):
         assert fleet.SCHEMA.field(name).type == pa.list_(pa.string())
     batch = fleet.scan_batch([oom_job()])
     assert batch.schema == fleet.SCHEMA and batch.schema.metadata == fleet.SCHEMA.metadata

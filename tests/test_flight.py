@@ -113,7 +113,7 @@ def test_ring_wrap_says_so(capsys):
     a = flight.analyze_paths([FIX / "wrap"])
     assert a.hangs == [] and a.undecided == ["default_pg"]
     assert any("no longer overlap" in p for p in a.problems)
-    assert main(["hang", str(FIX / "wrap")]) == 0
+    assert main(["hang", str(FIX / "wrap")]) == 3  # undecided: neither healthy (0) nor a hang (1)
     assert "cannot name a hang in default_pg" in capsys.readouterr().out
 
 

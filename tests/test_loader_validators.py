@@ -99,7 +99,7 @@ def test_every_registered_check_is_documented():
 
 EXPECTED_CHECKS = {
     "file-name", "schema-comment", "tags", "signatures", "related-self", "placeholders", "response",
-    "invisible-text", "related", "replaced-by", "collateral-cycle",
+    "invisible-text", "provenance", "related", "replaced-by", "collateral-cycle",
 }
 
 

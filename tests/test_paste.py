@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from conftest import KB
-from denpex_kb.bundle import default_index, index_from_kb_dir
+from denpex_kb.bundle import default_index
+from denpex_kb.compiler import index_from_kb_dir
 from denpex_kb.matcher import EXACT, MIN_SCORE, NORMALIZED, match
 from denpex_kb.paste import BY_NAME, NORMALIZERS, SoftWrap, applied, normalize_line
 

@@ -104,7 +104,7 @@ def test_catastrophic_regex_signature_runs_in_linear_time(make_kb):
     code = (
         "import json, sys, time\n"
         "from denpex_kb import match\n"
-        "from denpex_kb.bundle import index_from_kb_dir\n"
+        "from denpex_kb.compiler import index_from_kb_dir\n"
         "index = index_from_kb_dir(sys.argv[1])\n"
         "start = time.monotonic()\n"
         "miss = [m.id for m in match('Expected all tensors ' + 'a' * 10000 + '!', index=index)]\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -48,7 +49,7 @@ def test_shipped_bundle_equals_a_fresh_compile():
 def test_knowledge_base_is_clean():
     from denpex_kb.validators import run_checks
 
-    problems = run_checks(load_kb(KB))
+    problems = list(run_checks(load_kb(KB)))
     assert problems == [], "\n".join(p.render() for p in problems)
 
 

@@ -164,13 +164,9 @@ def browser_page(site: Path):
         browser.close()
 
 
-# The theme's repository widget asks GitHub for the star count (mkdocs-material's `repo_url` facts); nothing else
-# may leave the site.
-_THEME_REQUESTS = re.compile(r"^https://api\.github\.com/repos/denpex-kb/denpex-kb(?:/releases/latest)?$")
-
-
+# Nothing may leave the site: the repository widget is static (site_overrides/partials/source.html).
 def _elsewhere(requests: list[str], base: str) -> list[str]:
-    return [u for u in requests if not u.startswith(base) and not _THEME_REQUESTS.match(u)]
+    return [u for u in requests if not u.startswith(base)]
 
 
 def _visible_rows(page) -> dict[str, list[str]]:

@@ -7,8 +7,9 @@ A measurement, not a unit test. Lines that have become (or contain, or are conta
 no longer held out: they are dropped and counted, with the rule of benchmarks/accuracy/README.md (whitespace
 collapsed and lowercased; equal, contained in an example, or containing an example that covers >= 80% of it).
 
-Per tier: each answered line is counted under the tier of its first answer (`exact` or `normalized`; a Match
-without a `tier` field is `exact`). `--artifacts` adds, for failure lines the matcher abstained on or got
+Per tier: each answered line is counted under the tier of its first answer (`exact`, `normalized`, `fuzzy` or
+`evidence`; a Match without a `tier` field is `exact`). `--no-fuzzy` measures signatures alone (exact and
+normalized tiers), for a side-by-side figure. `--artifacts` adds, for failure lines the matcher abstained on or got
 wrong, how many show each kind of pasted-text artifact (aggregate counts only, never the lines).
 """
 
@@ -28,10 +29,11 @@ from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "benchmarks" / "accuracy" / "heldout.jsonl"
-TIERS = ("exact", "normalized")
+TIERS = ("exact", "normalized", "fuzzy", "evidence")
 
 sys.path.insert(0, str(ROOT))
-from denpex_kb.bundle import KbIndex, default_index, index_from_kb_dir  # noqa: E402
+from denpex_kb.bundle import KbIndex, default_index  # noqa: E402
+from denpex_kb.compiler import index_from_kb_dir  # noqa: E402
 from denpex_kb.matcher import match  # noqa: E402
 
 _WS = re.compile(r"\s+")
@@ -114,7 +116,7 @@ def load_index(kb_dir: Path | None) -> tuple[KbIndex, str]:
     return index_from_kb_dir(kb_dir, strict=False), f"{kb_dir} (compiled in memory)"
 
 
-def measure(with_artifacts: bool = False, kb_dir: Path | None = None) -> dict:
+def measure(with_artifacts: bool = False, kb_dir: Path | None = None, fuzzy: bool = True) -> dict:
     index, source = load_index(kb_dir)
     known = set(index.by_id)
     examples = kb_examples(kb_dir or ROOT / "kb")
@@ -125,9 +127,9 @@ def measure(with_artifacts: bool = False, kb_dir: Path | None = None) -> dict:
     failure = {"lines": 0, "top1": 0, "top3": 0, "abstain": 0, "wrong_first": 0}
     failure_tier = {t: _blank() for t in TIERS}
     unknown = {"lines": 0, "abstain": 0, "answer": 0}
-    unknown_tier = {t: 0 for t in TIERS}
+    unknown_tier = dict.fromkeys(TIERS, 0)
     benign = {"lines": 0, "fp": 0}
-    benign_tier = {t: 0 for t in TIERS}
+    benign_tier = dict.fromkeys(TIERS, 0)
     miss_artifacts: Counter[str] = Counter()
     hit_artifacts: Counter[str] = Counter()
     miss_kinds: Counter[str] = Counter()
@@ -138,7 +140,7 @@ def measure(with_artifacts: bool = False, kb_dir: Path | None = None) -> dict:
         if how:
             dropped[how] += 1
             continue
-        found = match(text, top=5, index=index)
+        found = match(text, top=5, index=index, fuzzy=fuzzy)
         ids = [m.id for m in found]
         tier = _tier(found[0]) if found else None
         if kind == "benign":
@@ -187,6 +189,7 @@ def measure(with_artifacts: bool = False, kb_dir: Path | None = None) -> dict:
         "date": datetime.date.today().isoformat(),
         "commit": _commit(),
         "index": source,
+        "fuzzy_and_evidence_tiers": fuzzy,
         "entries_in_index": len(known),
         "heldout_lines": len(rows),
         "dropped_as_examples": sum(dropped.values()),
@@ -224,7 +227,8 @@ def table(r: dict) -> str:
     f = r["failure"]
     n = f["lines"]
     lines = [
-        f"held-out accuracy  {r['date']}  commit {r['commit']}  index {r['index']} ({r['entries_in_index']} entries)",
+        f"held-out accuracy  {r['date']}  commit {r['commit']}  index {r['index']} ({r['entries_in_index']} entries)"
+        f"{'' if r['fuzzy_and_evidence_tiers'] else '  (signatures only: --no-fuzzy)'}",
         f"lines {r['heldout_lines']}; dropped as kb examples {r['dropped_as_examples']} {r['dropped_by_rule']}; "
         f"failure lines whose expected id is not in the index {r['failure_expected_not_in_index']}",
         "",
@@ -261,8 +265,9 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
     ap.add_argument("--artifacts", action="store_true", help="aggregate artifact counts over the misses")
     ap.add_argument("--kb", type=Path, help="measure against this kb/ directory, compiled in memory")
+    ap.add_argument("--no-fuzzy", action="store_true", help="signatures only: the exact and normalized tiers")
     args = ap.parse_args()
-    r = measure(with_artifacts=args.artifacts, kb_dir=args.kb)
+    r = measure(with_artifacts=args.artifacts, kb_dir=args.kb, fuzzy=not args.no_fuzzy)
     print(json.dumps(r, indent=2) if args.json else table(r))
 
 

@@ -41,7 +41,8 @@ def load(args: argparse.Namespace) -> KnowledgeBase:
 
 def index(args: argparse.Namespace) -> KbIndex:
     """The compiled index: the packaged bundle, or `--kb DIR` compiled in memory."""
-    from ..bundle import default_index, index_from_kb_dir
+    from ..bundle import default_index
+    from ..compiler import index_from_kb_dir
 
     if getattr(args, "kb", None):
         try:
@@ -51,3 +52,48 @@ def index(args: argparse.Namespace) -> KbIndex:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return default_index()
+
+
+def add_env_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env", metavar="FILE",
+        help="an environment report (python -m torch.utils.collect_env, ds_report, transformers env, accelerate env, "
+             "nvidia-smi) whose versions are compared with each entry's affected versions",
+    )
+
+
+def env_versions(args: argparse.Namespace) -> dict[str, str] | None:
+    """The versions `--env FILE` names (None without the option)."""
+    path = getattr(args, "env", None)
+    if path is None:
+        return None
+    from pathlib import Path
+
+    from ..versions import read_versions
+
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"--env {path}: {exc.strerror or exc}") from None
+    return read_versions(text.splitlines())
+
+
+def did_you_mean(word: str, known: list[str], *, limit: int = 3) -> str:
+    """'; did you mean a, b?' for the known names closest to a mistyped one ('' when none is close)."""
+    from rapidfuzz import fuzz, process, utils
+
+    # Plain edit-distance ratio: WRatio's partial matching calls every long id close to a short word.
+    close = process.extract(word, known, scorer=fuzz.ratio, processor=utils.default_process, limit=limit, score_cutoff=60)
+    best = close[0][1] if close else 0
+    names = [name for name, score, _ in close if score >= best - 8]  # only the ones about as close as the best
+    return f"; did you mean {' or '.join(names)}?" if names else ""
+
+
+def shipped_kb(path: Path) -> bool:
+    """Whether `path` is the copy of kb/ inside an installed package (no checkout around it to write into)."""
+    from .. import paths
+
+    try:
+        return path.resolve() == paths.SHIPPED_KB_DIR.resolve()
+    except OSError:
+        return False

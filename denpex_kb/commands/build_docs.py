@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from ..cli import UsageError
-from ._common import add_kb_option, load
+from ..output import plural
+from ._common import add_kb_option, kb_dir, shipped_kb
 
 ORDER = 70
 
@@ -26,10 +27,18 @@ def run(args: argparse.Namespace) -> int:
         from ..site.build import build_site
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise UsageError(f"the site needs the docs extra: pip install 'denpex-kb[docs]' ({exc})") from None
+    from ..loader import load_kb
     from ..problems import Severity
     from ..validators import run_checks
 
-    kb = load(args)
+    root = kb_dir(args)
+    # Before the checks, which take a while: the hub needs a checkout's mkdocs.yml (and its theme overrides).
+    if not args.config and not (root.resolve().parent / "mkdocs.yml").is_file():
+        where = ("the knowledge base in use is the copy inside the installed package, with no mkdocs.yml beside it"
+                 if shipped_kb(root) else f"no mkdocs.yml beside {root}")
+        raise UsageError(f"the hub is built from a checkout of the repository (kb/, mkdocs.yml, site_overrides/): {where}; "
+                         "run it in a checkout, or pass --config FILE (and --kb DIR)")
+    kb = load_kb(root)
     errors = [p for p in run_checks(kb) if p.severity is Severity.error]
     if errors:
         for p in errors:
@@ -44,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - mkdocs aborts with its own exception types on strict warnings
         print(f"denpex-kb build-docs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"built {len(kb.entries)} entries into {args.out}", file=sys.stderr)
+    print(f"built {plural(len(kb.entries), 'entry', 'entries')} into {args.out}", file=sys.stderr)
     return 0

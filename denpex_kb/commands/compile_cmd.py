@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..paths import BUNDLE_DIR, REPO_DIR
+from .. import paths
+from ..cli import UsageError
+from ..paths import BUNDLE_DIR
 from ._common import add_kb_option, kb_dir
 
 ORDER = 60
@@ -27,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
     from ..validators import run_checks
 
     root = kb_dir(args)
+    if not args.out and not (paths.REPO_DIR / "kb" / "_tags.yaml").is_file():
+        # Installed, not a checkout: the default target is the installed package's own data directory.
+        raise UsageError("compile rebuilds the bundle of a checkout of the repository (kb/ beside denpex_kb/); "
+                         "this denpex-kb is an installed package. Run it in a checkout, or give --out DIR "
+                         "(and --kb DIR for entries of your own)")
     kb = load_kb(root)
     errors = [p for p in run_checks(kb) if p.severity is Severity.error]
     if errors:
@@ -34,10 +41,10 @@ def run(args: argparse.Namespace) -> int:
             print(p.render(), file=sys.stderr)
         print("not compiled: fix the problems above first", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else BUNDLE_DIR
+    out = Path(args.out) if args.out else paths.BUNDLE_DIR
     for path in write_bundle(kb, out):
         print(f"wrote {path}", file=sys.stderr)
-    schema_dir = REPO_DIR / "schema"
+    schema_dir = paths.REPO_DIR / "schema"
     if not args.out and schema_dir.is_dir():
         target = schema_dir / "entry.schema.json"
         target.write_text(render(vocabulary_tags(root)), encoding="utf-8")

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..cli import UsageError
 from ..formatting import FormatError, format_text, read_text, write_atomic
 from ..loader import display_path
+from ..output import plural
 from ..problems import Problem
 from ..yamlio import YamlProblem
 from ._common import add_kb_option, kb_dir
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"reformatted {shown}")
     verb = "would be reformatted" if args.check else "reformatted"
     tail = f", {failed} could not be formatted" if failed else ""
-    print(f"{len(changed)} of {len(files)} files {verb}{tail}", file=sys.stderr)
+    print(f"{len(changed)} of {plural(len(files), 'file')} {verb}{tail}", file=sys.stderr)
     if failed or (args.check and changed):
         return 1
     return 0

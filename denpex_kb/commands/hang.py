@@ -46,4 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"denpex-kb hang: {visible(p)}", file=sys.stderr)
     if problems or not dumps:
         return 2  # unreadable input (the readable dumps were still analysed)
-    return 1 if analysis.found else 0
+    if analysis.found:
+        return 1
+    # The buffers no longer overlap: no conclusion either way, which a scheduler must not read as healthy.
+    return 3 if analysis.undecided else 0

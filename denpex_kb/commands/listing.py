@@ -15,7 +15,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("list", help="list every entry")
     add_kb_option(p, runtime=True)
     p.add_argument("--json", action="store_true", help="print a JSON array")
-    p.add_argument("--phase", help="only entries of this phase")
+    from ..model import Phase  # loaded anyway: `list` is off the hot path, where every command registers
+
+    # The same choices as `new --phase`: an unknown phase is a usage error, not an empty list.
+    p.add_argument("--phase", choices=[ph.value for ph in Phase], help="only entries of this phase")
     p.set_defaults(handler=run)
 
 

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if proposal is not None:
         print(f"proposed signature: {proposal.template}")
     todo = placeholders(load_text(text))
-    print(f"fill in these {len(todo)} places, then run `denpex-kb fmt` and `denpex-kb check`:")
+    print(f"fill in {'this place' if len(todo) == 1 else f'these {len(todo)} places'}, then run `denpex-kb fmt` and `denpex-kb check`:")
     for loc, line, col in todo:
         print(f"  {shown}:{line}:{col}: {'.'.join(str(p) for p in loc)}")
     return 0

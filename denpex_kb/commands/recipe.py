@@ -7,6 +7,7 @@ import sys
 from importlib import resources
 
 from ..cli import UsageError
+from ._common import did_you_mean
 
 ORDER = 25
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:<{width}}  {_summary(text)}")
         return 0
     if args.name not in found:
-        raise UsageError(f"no recipe {args.name!r}; `denpex-kb recipe` lists them: {', '.join(found)}")
+        listed = "; `denpex-kb recipe` lists them: " + ", ".join(found)
+        raise UsageError(f"no recipe {args.name!r}{did_you_mean(args.name, list(found)) or listed}")
     sys.stdout.write(found[args.name])
     return 0

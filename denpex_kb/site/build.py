@@ -15,10 +15,11 @@ from ..normalize import strip_prefixes
 from .audit import SiteProblem, audit_site
 from .export import ASSET as MATCH_ASSET
 from .export import match_index_json
-from .render import phase_title, to_markdown
+from .render import REPO_URL, phase_title, to_markdown
 from .sanitize import safe_inline, safe_label
 
-RECENT = 10
+# Until the package is on an index, the home page's install line installs from the repository.
+INSTALL = f"pip install git+{REPO_URL}"
 
 
 def _signature_line(entry: Entry, limit: int = 90) -> str:
@@ -161,6 +162,35 @@ with the package and run in its tests:
 """
 
 
+CODES_NAV = {"Check codes": "codes.md"}
+
+
+def codes_page() -> str:
+    """Every problem code of `check` and `test`, one section each: the page each reported problem links to."""
+    from ..codes import CODES
+
+    rows = "\n".join(f"| [{c.code}](#{c.anchor}) | `{c.name}` | {c.severity.value} | {c.description} |" for c in CODES)
+    sections = "\n".join(
+        f"## {c.code}\n\n`{c.name}`, {c.severity.value}. {c.description}\n\n**Fix.** {c.fix}\n" for c in CODES
+    )
+    return f"""---
+title: Check codes
+---
+# Check codes
+
+`denpex-kb check` and `denpex-kb test` report each problem of the knowledge base as
+`file:line:col: severity CODE [check] message`, followed by the link to the code's section on this page. An error
+makes the command exit 1; a warning is reported and changes nothing. Codes are stable: one is never reused for
+another meaning. Codes 0xx are about reading a file, 1xx the checks over entries, 2xx the examples and the benign
+corpus run through the matcher.
+
+| Code | Name | Severity | Meaning |
+|---|---|---|---|
+{rows}
+
+{sections}"""
+
+
 def prev_next(entry: Entry, same_phase: list[Entry]) -> str:
     """Links to the entries before and after `entry` in its phase, ordered by title as on the phase page."""
     at = next(i for i, e in enumerate(same_phase) if e.id == entry.id)
@@ -177,14 +207,33 @@ def prev_next(entry: Entry, same_phase: list[Entry]) -> str:
     return "\n---\n\n<small>" + " &middot; ".join(parts) + "</small>\n"
 
 
+def whats_new(entries: list[Entry]) -> str:
+    """The entries the newest release added, grouped by phase. Every entry of a release carries the same
+    `since`, so a "recently added" list could only repeat it; how many each release added says more."""
+    if not entries:
+        return ""
+    by_version: dict[Version, list[Entry]] = {}
+    for e in entries:
+        by_version.setdefault(Version(e.since), []).append(e)
+    newest = max(by_version)
+    history = ", ".join(f"{len(by_version[v])} in {v}" for v in sorted(by_version, reverse=True))
+    lines = []
+    for phase in Phase:
+        added = sorted((e for e in by_version[newest] if e.phase is phase), key=lambda e: (e.title.lower(), e.id))
+        if added:
+            links = ", ".join(f"[{safe_label(e.title)}](entries/{e.id}.md)" for e in added)
+            lines.append(f"- **{PHASE_INFO[phase][0]}**: {links}")
+    rows = "\n".join(lines)
+    return f"## New in {newest}\n\nEntries added by release: {history}. The {len(by_version[newest])} new in {newest}, by phase:\n\n{rows}"
+
+
 def home_page(kb: KnowledgeBase) -> str:
     entries = list(kb.entries.values())
     counts = "\n".join(
         f"| [{PHASE_INFO[p][0]}](phases/{p.value}.md) | {sum(e.phase is p for e in entries)} | {PHASE_INFO[p][1]} |"
         for p in Phase
     )
-    recent = sorted(entries, key=lambda e: (Version(e.since), e.id), reverse=True)[:RECENT]
-    recent_rows = "\n".join(f"- [{safe_label(e.title)}](entries/{e.id}.md) <small>({phase_title(e.phase)}, since {e.since})</small>" for e in recent)
+    news = whats_new(entries)
     return f"""---
 title: The failure hub
 hide:
@@ -204,7 +253,7 @@ The box matches in this page, as the command line does on your machine; nothing 
 Or search the hub with the search box above, or let the command line find it:
 
 ```bash
-pip install denpex-kb
+{INSTALL}
 denpex-kb match "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."
 # a whole multi-rank log, plain or .gz: the first failure, its fix, the fallout
 denpex-kb scan job-1234.log
@@ -216,9 +265,7 @@ denpex-kb scan job-1234.log
 |---|---|---|
 {counts}
 
-## Recently added
-
-{recent_rows}
+{news}
 
 Browse [all entries](entries.md) or by [tag](tags.md). Found a failure that is missing, or a wrong match?
 [Open an issue](https://github.com/denpex-kb/denpex-kb/issues/new/choose).
@@ -242,11 +289,13 @@ def write_docs(kb: KnowledgeBase, docs: Path) -> list[Path]:
     put("entries.md", entries_page(kb))
     put("match.md", match_page())
     put("verdict.md", verdict_page(kb))
+    put("codes.md", codes_page())
     by_phase = {p: sorted((e for e in kb.entries.values() if e.phase is p), key=lambda e: (e.title.lower(), e.id)) for p in Phase}
     for phase in Phase:
         put(f"phases/{phase.value}.md", phase_page(phase, by_phase[phase]))
+    titles = {e.id: e.title for e in kb.entries.values()}
     for entry in kb.entries.values():
-        put(f"entries/{entry.id}.md", to_markdown(entry) + prev_next(entry, by_phase[entry.phase]))
+        put(f"entries/{entry.id}.md", to_markdown(entry, titles) + prev_next(entry, by_phase[entry.phase]))
     from ..compiler import compile_kb
 
     index, _full = compile_kb(kb)
@@ -275,6 +324,9 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path) -> 
 
     write_docs(kb, docs)
     cfg = load_config(str(config_file), docs_dir=str(docs.resolve()), site_dir=str(site.resolve()), strict=True)
+    nav = cfg["nav"]
+    if nav is not None and CODES_NAV not in nav:
+        nav.append(dict(CODES_NAV))  # a generated page, listed last: the one each reported problem links to
     redirects = cfg.plugins.get("redirects")
     if redirects is not None:
         redirects.config["redirect_maps"] = redirect_map(kb)

@@ -11,11 +11,13 @@ import json
 import shutil
 import textwrap
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import PHASE_INFO, Entry, Framework, Phase
-from .sanitize import fence, link, safe_inline, safe_markdown
+from .blocks import terminal_blocks
+from .sanitize import fence, link, safe_inline, safe_label, safe_markdown
 
 REPO_URL = "https://github.com/denpex-kb/denpex-kb"
 
@@ -31,6 +33,13 @@ FRAMEWORK_LABELS = {
     Framework.kubernetes: "Kubernetes",
 }
 PURPOSE_LABELS = {"preserve": "Preserve the evidence", "diagnose": "Diagnose", "verify": "Verify the fix"}
+# What each relation says about the related entry, as a reader of this one needs it.
+RELATION_LABELS = {
+    "sibling": "a look-alike",
+    "collateral-of": "usually the failure behind this one",
+    "often-caused-by": "a frequent root cause of this one",
+    "replaced-by": "supersedes this entry",
+}
 
 
 @dataclass
@@ -72,8 +81,9 @@ def phase_title(phase: Phase | str) -> str:
     return PHASE_INFO[Phase(phase)][0]
 
 
-def entry_sections(entry: Entry) -> list[Section]:
-    """What an entry shows, in order. Payload kinds: text (markdown), list, tasks, code, tabs, pairs, links."""
+def entry_sections(entry: Entry, titles: Mapping[str, str] | None = None) -> list[Section]:
+    """What an entry shows, in order. Payload kinds: text (markdown), list, tasks, code, tabs, pairs, links.
+    `titles` (id to title) names the related entries; an id it lacks is shown as the id."""
     sections: list[Section] = []
     first = entry.examples.match[0].text
     sections.append(Section("What you see").add("code", first.strip()).add("text", entry.summary))
@@ -85,7 +95,7 @@ def entry_sections(entry: Entry) -> list[Section]:
         conditions.add("list", cond.notes)
     pairs = [(pkg, spec) for pkg, spec in sorted(cond.versions.items())]
     if pairs:
-        conditions.add("pairs", [("Affected versions", "")] + [(f"`{p}`", f"`{s}`") for p, s in pairs])
+        conditions.add("versions", [(f"`{p}`", f"`{s}`") for p, s in pairs])
     extra = [(label, value) for label, value in (("Scale", cond.scale), ("Hardware", cond.hardware)) if value]
     if extra:
         conditions.add("pairs", extra)
@@ -124,7 +134,8 @@ def entry_sections(entry: Entry) -> list[Section]:
                 examples.add("text", nm.note)
     sections.append(examples)
     if entry.related:
-        sections.append(Section("Related").add("related", [(r.id, r.relation.value) for r in entry.related]))
+        named = titles or {}
+        sections.append(Section("Related").add("related", [(r.id, r.relation.value, named.get(r.id, r.id)) for r in entry.related]))
     if entry.references:
         sections.append(Section("References").add("links", [(r.url, r.title) for r in entry.references]))
     return sections
@@ -162,37 +173,46 @@ def _source_md(source: str) -> str:
     return "Source: " + safe_inline(source)
 
 
-def to_markdown(entry: Entry) -> str:
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")  # a contributor's `|` must not open a new cell
+
+
+def to_markdown(entry: Entry, titles: Mapping[str, str] | None = None) -> str:
+    """The entry's page. `titles` (every entry's id to its title) names related entries, and makes a code span
+    holding another entry's id a link to that entry."""
+    known = frozenset(titles or ()) - {entry.id}
     out = [front_matter(entry), f"# {safe_inline(entry.title)}\n"]
-    for section in entry_sections(entry):
+    for section in entry_sections(entry, titles):
         out.append(f"## {section.title}\n")
         for kind, payload in section.items:
             if kind == "text":
-                out.append(safe_markdown(payload) + "\n")
+                out.append(safe_markdown(payload, known) + "\n")
             elif kind == "subheading":
                 out.append(f"### {payload}\n")
             elif kind == "list":
-                out.append("\n".join(f"- {safe_inline(x)}" for x in payload) + "\n")
+                out.append("\n".join(f"- {safe_inline(x, known)}" for x in payload) + "\n")
             elif kind == "tasks":
-                out.append("\n".join(f"- [ ] {safe_inline(x)}" for x in payload) + "\n")
+                out.append("\n".join(f"- [ ] {safe_inline(x, known)}" for x in payload) + "\n")
             elif kind == "code":
                 out.append(fence(payload) + "\n")
             elif kind == "shell":
                 out.append(fence(payload, "bash") + "\n")
             elif kind == "source":
                 out.append(f"<small>{_source_md(payload)}</small>\n")
-            elif kind == "pairs":
+            elif kind == "versions":
                 rows = [f"| {safe_inline(a)} | {safe_inline(b)} |" for a, b in payload]
-                head = "| | |\n|---|---|" if payload[0][1] else ""
-                if head:
-                    out.append(head + "\n" + "\n".join(rows) + "\n")
-                else:
-                    out.append(f"**{payload[0][0]}**\n\n| Package | Versions |\n|---|---|\n" + "\n".join(rows[1:]) + "\n")
+                out.append("**Affected versions**\n\n| Package | Versions |\n|---|---|\n" + "\n".join(rows) + "\n")
+            elif kind == "pairs":
+                rows = [f"| {_cell(safe_inline(a))} | {_cell(safe_inline(b, known))} |" for a, b in payload]
+                out.append("| Condition | Details |\n|---|---|\n" + "\n".join(rows) + "\n")
             elif kind == "tabs":
                 for label, body in payload:
-                    out.append(f'=== "{label}"\n\n' + textwrap.indent(safe_markdown(body), "    ") + "\n")
+                    out.append(f'=== "{label}"\n\n' + textwrap.indent(safe_markdown(body, known), "    ") + "\n")
             elif kind == "related":
-                out.append("\n".join(f"- [{rid}]({rid}.md) ({rel})" for rid, rel in payload) + "\n")
+                out.append("\n".join(
+                    f"- [{safe_label(title)}]({rid}.md) <small>({rel}: {RELATION_LABELS.get(rel, rel)})</small>"
+                    for rid, rel, title in payload
+                ) + "\n")
             elif kind == "links":
                 out.append("\n".join(f"- {link(url, title)}" for url, title in payload) + "\n")
     return "\n".join(out)
@@ -201,26 +221,18 @@ def to_markdown(entry: Entry) -> str:
 # --- Terminal (`denpex-kb explain`) ----------------------------------------------------------------------
 
 
-def to_terminal(entry: Entry, width: int | None = None) -> str:
+def to_terminal(entry: Entry, width: int | None = None, titles: Mapping[str, str] | None = None) -> str:
     width = width or min(shutil.get_terminal_size((100, 20)).columns, 100)
-
-    def wrap(t: str, ind: str = "") -> str:
-        return textwrap.fill(" ".join(t.split()), width, initial_indent=ind, subsequent_indent=ind)
-
     out = [entry.title, "=" * min(len(entry.title), width)]
     out.append(f"id: {entry.id}   phase: {entry.phase.value}   severity: {entry.severity.value}   status: {entry.status}")
-    for section in entry_sections(entry):
+    for section in entry_sections(entry, titles):
         if section.title in ("Real output", "Signatures"):
             continue  # long and raw; the page has them
         out.append("")
         out.append(section.title.upper())
         for kind, payload in section.items:
             if kind == "text":
-                for para in str(payload).split("\n\n"):
-                    if para.lstrip().startswith(("```", "    ")):
-                        out.append(textwrap.indent(para.strip("\n"), "    "))
-                    else:
-                        out.append(wrap(para.replace("**", ""), "  "))
+                out.extend(terminal_blocks(str(payload), width))
             elif kind == "subheading":
                 out.append(f"  {payload}:")
             elif kind in ("list", "tasks"):
@@ -230,14 +242,18 @@ def to_terminal(entry: Entry, width: int | None = None) -> str:
             elif kind in ("code", "shell"):
                 prefix = "    $ " if kind == "shell" else "    "
                 out.extend(prefix + ln for ln in payload.splitlines()[:12])
-            elif kind == "pairs":
+            elif kind in ("pairs", "versions"):
+                if kind == "versions":
+                    out.append("  Affected versions:")
                 out.extend(f"  {a}: {b}".replace("`", "") for a, b in payload if b)
             elif kind == "tabs":
                 for label, body in payload:
                     out.append(f"  [{label}]")
-                    out.append(textwrap.indent(body.strip(), "    "))
+                    out.extend(terminal_blocks(body.strip("\n"), width, indent="    "))
             elif kind == "related":
-                out.extend(f"  - {rid} ({rel})" for rid, rel in payload)
+                for rid, rel, title in payload:
+                    said = f"{' '.join(title.split())} ({rid}; {rel}: {RELATION_LABELS.get(rel, rel)})"
+                    out.append(textwrap.fill(said, width, initial_indent="  - ", subsequent_indent="    "))
             elif kind == "links":
                 out.extend(f"  - {title}: {url}" for url, title in payload)
     return "\n".join(out) + "\n"

@@ -8,16 +8,14 @@ from collections.abc import Iterable
 
 from ..loader import SCHEMA_LINE, KnowledgeBase, Loaded
 from ..model import Entry, Signature
-from ..problems import Problem, Severity
+from ..problems import Problem
 from ..signatures import SignatureError, compile_signature
 from . import EntryCheck, register
 
 
 @register
 class FileNameIsId(EntryCheck):
-    name = "file-name"
     code = "DKB004"
-    description = "The file is named after the entry's id."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         if loaded.path.stem != loaded.entry.id:
@@ -28,22 +26,18 @@ class FileNameIsId(EntryCheck):
 
 @register
 class SchemaComment(EntryCheck):
-    name = "schema-comment"
     code = "DKB006"
-    description = "The file starts with the yaml-language-server schema line, so editors validate while typing."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         with loaded.path.open(encoding="utf-8") as fh:
             first = fh.readline().rstrip("\n")
         if first != SCHEMA_LINE:
-            yield Problem(loaded.display, 1, 1, self.code, self.name, f"the first line must be `{SCHEMA_LINE}`", Severity.warning)
+            yield self.problem_at(loaded, 1, 1, f"the first line must be `{SCHEMA_LINE}`")
 
 
 @register
 class TagsInVocabulary(EntryCheck):
-    name = "tags"
     code = "DKB103"
-    description = "Every tag is in kb/_tags.yaml, and each entry has a framework tag."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         entry = loaded.entry
@@ -61,9 +55,7 @@ class TagsInVocabulary(EntryCheck):
 
 @register
 class SignaturesCompile(EntryCheck):
-    name = "signatures"
     code = "DKB104"
-    description = "Regexes compile under RE2, templates are well formed, and every signature has a literal anchor."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         entry = loaded.entry
@@ -88,9 +80,7 @@ class SignaturesCompile(EntryCheck):
 
 @register
 class RelatedNotSelf(EntryCheck):
-    name = "related-self"
     code = "DKB105"
-    description = "An entry does not relate to itself."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         entry = loaded.entry
@@ -102,9 +92,7 @@ class RelatedNotSelf(EntryCheck):
 
 @register
 class PlaceholdersFilled(EntryCheck):
-    name = "placeholders"
     code = "DKB008"
-    description = "No `<fill in ...>` placeholder from `denpex-kb new` is left in the entry."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         from ..scaffold import PLACEHOLDER_MARK, placeholders
@@ -115,15 +103,13 @@ class PlaceholdersFilled(EntryCheck):
                 value = value[key]
             if isinstance(value, str) and PLACEHOLDER_MARK in value:
                 where = ".".join(str(k) for k in loc)
-                yield Problem(loaded.display, line, col, self.code, self.name,
-                              f"{where} still holds the scaffold's placeholder {value.strip()[:60]!r}; replace it with the real value")
+                yield self.problem_at(loaded, line, col,
+                                      f"{where} still holds the scaffold's placeholder {value.strip()[:60]!r}; replace it with the real value")
 
 
 @register
 class ResponseGiven(EntryCheck):
-    name = "response"
     code = "DKB106"
-    description = "A stable entry says what a scheduler should do (`response`: retry, blame, note)."
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         entry = loaded.entry
@@ -172,12 +158,7 @@ def _name(ch: str) -> str:
 
 @register
 class TextHasNoControls(EntryCheck):
-    name = "invisible-text"
     code = "DKB108"
-    description = (
-        "No bidi override or isolate anywhere (Trojan Source), and no control character in prose; signatures and "
-        "examples may keep tabs and ANSI CSI sequences (ESC[...m) because real output holds them."
-    )
 
     def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
         text = loaded.path.read_text(encoding="utf-8")
@@ -186,9 +167,9 @@ class TextHasNoControls(EntryCheck):
             for col, ch in enumerate(line, 1):
                 if ch in BIDI_CONTROLS:
                     raw.add(ch)
-                    yield Problem(loaded.display, n, col, self.code, self.name,
-                                  f"invisible bidi control {_name(ch)} in the file: it makes the text display in an order other "
-                                  "than the one it is read in (Trojan Source); delete it")
+                    yield self.problem_at(loaded, n, col,
+                                          f"invisible bidi control {_name(ch)} in the file: it makes the text display in an order other "
+                                          "than the one it is read in (Trojan Source); delete it")
         for loc, value in _strings(loaded.doc):
             where = ".".join(str(k) for k in loc)
             bidi = next((ch for ch in value if ch in BIDI_CONTROLS and ch not in raw), None)
@@ -204,3 +185,24 @@ class TextHasNoControls(EntryCheck):
                     "prose may hold line breaks and tabs only")
                 yield self.problem(loaded, loc, f"{where} holds the control character {_name(m.group())}; delete it or write what it "
                                    f"stands for in words ({allowed})")
+
+
+@register
+class ExampleProvenance(EntryCheck):
+    code = "DKB110"
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        from ..provenance import provenance_problem
+        from ..scaffold import PLACEHOLDER_MARK
+
+        entry = loaded.entry
+        if not isinstance(entry, Entry):
+            return
+        sources = [("match", i, ex.source) for i, ex in enumerate(entry.examples.match)]
+        sources += [("no_match", i, ex.source) for i, ex in enumerate(entry.examples.no_match) if ex.source is not None]
+        for kind, i, source in sources:
+            if PLACEHOLDER_MARK in source:
+                continue  # the placeholders check reports what `new` left to fill in
+            why = provenance_problem(source)
+            if why is not None:
+                yield self.problem(loaded, ("examples", kind, i, "source"), f"the source {source!r} of {kind} example {i + 1} {why}")

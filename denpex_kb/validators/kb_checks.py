@@ -13,12 +13,10 @@ from . import KbCheck, register
 
 @register
 class RelatedExist(KbCheck):
-    name = "related"
     code = "DKB102"
-    description = "Every `related` id names an entry of the knowledge base."
 
     def check_kb(self, kb: KnowledgeBase) -> Iterable[Problem]:
-        for entry_id, loaded in kb.files.items():
+        for loaded in kb.files.values():
             entry = loaded.entry
             if not isinstance(entry, Entry):
                 continue
@@ -26,34 +24,27 @@ class RelatedExist(KbCheck):
                 if rel.id in kb.tombstones:
                     target = kb.tombstones[rel.id].replaced_by
                     hint = f"link {target!r} instead" if target else "remove the link"
-                    line, col = loaded.where("related", i, "id")
-                    yield Problem(loaded.display, line, col, self.code, self.name, f"related entry {rel.id!r} was retired; {hint}")
+                    yield self.problem(loaded, ("related", i, "id"), f"related entry {rel.id!r} was retired; {hint}")
                 elif rel.id not in kb.entries:
-                    line, col = loaded.where("related", i, "id")
-                    yield Problem(loaded.display, line, col, self.code, self.name, f"related entry {rel.id!r} does not exist; fix the id or remove the link")
+                    yield self.problem(loaded, ("related", i, "id"), f"related entry {rel.id!r} does not exist; fix the id or remove the link")
 
 
 @register
 class ReplacementsExist(KbCheck):
-    name = "replaced-by"
     code = "DKB107"
-    description = "A retired id points at an entry that exists and is not itself retired."
 
     def check_kb(self, kb: KnowledgeBase) -> Iterable[Problem]:
         for entry_id, stone in kb.tombstones.items():
             target = stone.replaced_by
             if target and target not in kb.entries:
                 loaded = kb.files[entry_id]
-                line, col = loaded.where("replaced_by")
                 why = "is retired too; point at its replacement" if target in kb.tombstones else "does not exist"
-                yield Problem(loaded.display, line, col, self.code, self.name, f"replaced_by {target!r} {why}")
+                yield self.problem(loaded, ("replaced_by",), f"replaced_by {target!r} {why}")
 
 
 @register
 class CollateralAcyclic(KbCheck):
-    name = "collateral-cycle"
     code = "DKB109"
-    description = "`collateral-of` links form no cycle: a failure cannot be the fallout of its own fallout."
 
     def check_kb(self, kb: KnowledgeBase) -> Iterable[Problem]:
         edges: dict[str, list[tuple[int, str]]] = {}
@@ -89,9 +80,8 @@ class CollateralAcyclic(KbCheck):
                 if back is None:
                     continue
                 cycle = " -> ".join([entry_id, *back])
-                line, col = loaded.where("related", i)
-                yield Problem(
-                    loaded.display, line, col, self.code, self.name,
+                yield self.problem(
+                    loaded, ("related", i),
                     f"collateral-of links form a cycle ({cycle}), so no entry in it is the root cause; keep the link that "
                     "points at the root cause and remove the others or make them `sibling`",
                 )

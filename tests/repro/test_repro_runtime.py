@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 from pathlib import Path  # noqa: E402
 
 from denpex_kb import scan as _scan  # noqa: E402
-from denpex_kb.bundle import index_from_kb_dir  # noqa: E402
+from denpex_kb.compiler import index_from_kb_dir  # noqa: E402
 
 _INDEX = None
 

@@ -1,0 +1,66 @@
+"""Workers fold repeated findings where they find them (scanner._fold): a log in which every line is a known
+failure no longer sends every line to the parent, and the report is the one a sequential read gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_scan import FAILED, HEALTHY, OOM, SIGTERM, WATCHDOG, job_log
+
+from denpex_kb import scan
+
+
+def _all_failures() -> list[str]:
+    # every line a finding: out-of-memory errors of 64 ranks on 8 hosts, repeated, then the launcher's fallout;
+    # and watchdog timeouts, which a fingerprint follows, so they are never folded
+    lines = [f"node{r % 8}: [rank{r}]: {OOM}" for _ in range(30) for r in range(64)]
+    lines += ["[rank3]: Traceback (most recent call last):", f"[rank3]: {OOM}"]
+    lines += [f"[rank{r}]:{WATCHDOG}" for r in range(8)] + [SIGTERM, FAILED] * 50
+    return lines
+
+
+def _parallel(monkeypatch, log: Path):
+    from denpex_kb import scanner
+
+    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(scanner, "CHUNK", 16 << 10)
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the parallel path fell back to the sequential one")
+
+    monkeypatch.setattr(scanner, "_scan_stream", no_fallback)
+    return scan(log)
+
+
+def test_folded_repeats_give_the_sequential_report(tmp_path: Path, monkeypatch):
+    for name, lines in (("all-failures", _all_failures()), ("job", job_log() * 40), ("healthy", list(HEALTHY))):
+        log = tmp_path / f"{name}.log"
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        sequential = scan(log)
+        parallel = _parallel(monkeypatch, log)
+        monkeypatch.undo()
+        assert parallel.lines == sequential.lines == len(lines), name
+        assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in sequential.findings], name
+        assert parallel.to_dict() == sequential.to_dict(), name
+
+
+def test_a_worker_sends_each_group_once(tmp_path: Path):
+    from denpex_kb import scanner
+    from denpex_kb.bundle import default_index
+
+    log = tmp_path / "all.log"
+    lines = _all_failures()
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = default_index()
+    prefilter = scanner.prefilter_for(index)
+    scanner._FORKED["t"], scanner._FORKED_INDEX["t"] = prefilter, index
+    try:
+        hits = scanner._range_worker(str(log), 0, log.stat().st_size, "t")
+    finally:
+        scanner._FORKED.pop("t"), scanner._FORKED_INDEX.pop("t")
+    assert hits.count == len(lines)
+    # kept: the first line of each group, the traceback header, and the 8 watchdog lines a fingerprint follows
+    assert len(hits.lines) < 20
+    assert sum(extra[0] for extra in hits.folded.values()) + len(hits.lines) == len(lines)
+    oom = next(extra for group, extra in hits.folded.items() if group[0] == "cuda-out-of-memory")
+    assert set(oom[1]) == set(range(64)) and set(oom[2]) == {f"node{h}" for h in range(8)}
