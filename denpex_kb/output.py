@@ -323,6 +323,8 @@ def render_scan(report: ScanReport) -> str:
             out.append(f"  ({_NAMED_HOW[init.tier]})")
         if init.without_traceback:
             out.append("  (the rank's last exception line, printed without a traceback)")
+        if init.values.get("error_file"):
+            out.append("  (the rank's own account: its TorchElastic error file, written by @record)")
         out.extend(f"  version {visible(note)}" for note in report.version_notes)
         info = report.info
         if info:

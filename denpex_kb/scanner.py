@@ -11,6 +11,7 @@ import gzip
 import io
 import mmap
 import os
+import re
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -162,6 +163,17 @@ class ScanReport:
         }
 
 
+# torchrun --log-dir with --redirects/--tee writes <log-dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log
+# (and error.json for @record); the local rank is also what its console prefix ([default3]:) gives.
+_RANK_PATH = re.compile(r"(?:^|[/\\])attempt_\d+[/\\](\d{1,7})[/\\](?:stdout|stderr)\.log(?:\.(?:gz|bz2|xz))?$")
+
+
+def rank_from_path(path: str) -> int | None:
+    """The rank a per-rank log's path names, for lines that carry no rank prefix."""
+    m = _RANK_PATH.search(path)
+    return int(m.group(1)) if m else None
+
+
 def _classify(index: KbIndex, text: str) -> tuple[Any, dict[str, Any]] | None:
     """The signature a normalised line is reported under, with the values of every signature of its entry that
     matched; None when no signature matches. Deterministic: the candidates are sorted first."""
@@ -193,6 +205,8 @@ class _Collector:
         # failure that nothing else explains (see report)
         self.bare: dict[tuple[int, int | None], tuple[str, Line, int, str, str | None]] = {}
         self.versions: dict[str, str] = {}  # package -> the version the log first prints for it
+        self.path_rank: int | None = None  # the rank the current file's path names (torchrun --log-dir)
+        self.error_file = False  # reading a TorchElastic error file: its findings are the rank's own account
         self.given_versions: dict[str, str] = {}  # from the caller (--env FILE): they win
 
     def line(self, raw: str, number: int) -> None:
@@ -200,6 +214,8 @@ class _Collector:
         text = line.text
         if not text:
             return
+        if line.rank is None and self.path_rank is not None:
+            line.rank = self.path_rank
         if any(marker in text for marker in VERSION_MARKERS):
             found = read_version(text)
             if found is not None and len(self.versions) < MAX_VERSIONS:
@@ -264,6 +280,8 @@ class _Collector:
         host = line.host if line is not None else None
         found = self.groups.get(key)
         if found is not None:
+            if self.error_file:
+                found.values["error_file"] = True
             found.count += 1
             if rank is not None and len(found.ranks) < MAX_RANKS and rank not in found.ranks:
                 found.ranks.append(rank)
@@ -273,6 +291,8 @@ class _Collector:
         if len(self.groups) >= MAX_FINDINGS:
             self.dropped += 1
             return
+        if self.error_file:
+            values = {**values, "error_file": True}
         self.groups[key] = Finding(
             id=entry_id, line=number, rank=rank, role=role, text=text, score=score, exception=exc, title=title,
             file=self.file_name, ranks=[rank] if rank is not None else [], values=values, signature_role=role,
@@ -353,7 +373,11 @@ class _Collector:
         initiating = _choose_initiating(findings, self.index)
         for f in findings:
             f.role = "initiating" if f is initiating else "collateral"
-        report = ScanReport(findings, initiating, lines, files, _hints(findings, initiating, self.index), self.index,
+        hints = _hints(findings, initiating, self.index)
+        if initiating is not None and untimed_across_files(findings):
+            hints.append("root-cause candidates in several files carry no timestamps: the earliest is taken in "
+                         "reading order (files as given, per-rank files sorted, so lower ranks first)")
+        report = ScanReport(findings, initiating, lines, files, hints, self.index,
                             start=self.start, versions={**self.versions, **self.given_versions})
         if self.dropped:
             report.errors.append(f"{self.dropped} findings after the first {MAX_FINDINGS} distinct ones were not kept; "
@@ -368,19 +392,42 @@ def _bounded_put(table: dict[Any, Any], key: Any, value: Any) -> None:
     table[key] = value
 
 
+def _earliest(findings: list[Finding]) -> Finding:
+    """The first of `findings` in time when they come from several files and every one carries a timestamp;
+    otherwise the first in reading order (files in the order given, per-rank files sorted, so rank order)."""
+    if len({f.file for f in findings}) > 1:
+        stamps = [parse_stamp(f.stamp) for f in findings]
+        if all(stamp is not None for stamp in stamps):
+            try:
+                return min(zip(stamps, findings, strict=True), key=lambda sf: (sf[0], sf[1].order))[1]
+            except TypeError:  # aware and naive stamps mixed: no order between them
+                pass
+    return findings[0]
+
+
+def untimed_across_files(findings: list[Finding]) -> bool:
+    """Whether root-cause candidates from several files lack the timestamps needed to order them in time."""
+    candidates = [f for f in findings if f.signature_role == "initiating" and not f.before_job]
+    return len({f.file for f in candidates}) > 1 and any(parse_stamp(f.stamp) is None for f in candidates)
+
+
 def _choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | None:
     # The earliest root cause the knowledge base knows; else the earliest exception from a traceback; else
     # the most telling piece of fallout (launcher summaries last, since they only say that a child died).
     current = [f for f in findings if not f.before_job] or findings
+    # What a rank wrote into its TorchElastic error file is its own account of its failure: it comes first.
+    recorded = [f for f in current if f.values.get("error_file") and f.signature_role == "initiating"]
+    if recorded:
+        return _earliest(recorded)
     known = [f for f in current if f.id and f.signature_role == "initiating"]
     # A root cause a signature names comes before one only the fuzzy or evidence tier named: a wrapper line
     # ("Caught RuntimeError in DataLoader worker process 0") printed first must not displace the real error.
     named = [f for f in known if f.tier not in ("fuzzy", "evidence")]
     if named or known:
-        return (named or known)[0]
+        return _earliest(named or known)
     unknown = [f for f in current if f.id is None]
     if unknown:
-        return unknown[0]
+        return _earliest(unknown)
     if not current:
         return None
     findings = current
@@ -939,6 +986,7 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
 
 _FORKED: dict[str, Prefilter] = {}  # the parent's prefilter, inherited by the forked workers (no recompile)
 _FORKED_INDEX: dict[str, KbIndex] = {}  # and its index, for folding repeats in the workers
+_FORKED_RANK: dict[str, int | None] = {}  # and the rank the file's path names
 
 
 def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _Hits:
@@ -949,10 +997,10 @@ def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _H
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             hits = _mapped_hits(mm, start, end, prefilter)
     index = _FORKED_INDEX.get(key)
-    return _fold(hits, index) if index is not None else hits
+    return _fold(hits, index, _FORKED_RANK.get(key)) if index is not None else hits
 
 
-def _fold(hits: _Hits, index: KbIndex) -> _Hits:
+def _fold(hits: _Hits, index: KbIndex, path_rank: int | None = None) -> _Hits:
     """Repeats folded where they are found, so a log in which every line is a failure does not send every line
     to the parent: a line a signature names, that no fingerprint or version reader needs to see, and whose
     group (entry, masked text) this worker has already sent once, only adds its count, rank and host. The
@@ -964,6 +1012,8 @@ def _fold(hits: _Hits, index: KbIndex) -> _Hits:
     for number, raw in hits.lines:
         line = strip_prefixes(raw.decode("utf-8", "replace"))
         text = line.text
+        if line.rank is None:
+            line.rank = path_rank
         found = _classify(index, text) if text else None
         if (found is None or any(marker in text for marker in VERSION_MARKERS)
                 or any(ev.matches(text) for ev in events)):
@@ -996,6 +1046,7 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     key = f"prefilter-{threading.get_ident()}"  # per calling thread: another thread's scan must not clear it
     _FORKED[key] = prefilter
     _FORKED_INDEX[key] = collector.index
+    _FORKED_RANK[key] = collector.path_rank
     _numpy()  # imported once here, inherited by every worker
     try:
         with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -1006,6 +1057,7 @@ def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Pref
     finally:
         _FORKED.pop(key, None)
         _FORKED_INDEX.pop(key, None)
+        _FORKED_RANK.pop(key, None)
     offset = 0
     for (a, b), part in zip(pairwise(points), parts, strict=True):
         for number, raw in part.lines:
@@ -1087,10 +1139,17 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     names: list[str] = []
     paths = sorted((s for s in sources if isinstance(s, (str, os.PathLike))), key=lambda p: str(p))
     others = [s for s in sources if not isinstance(s, (str, os.PathLike))]
+    # TorchElastic error files, given or lying beside per-rank logs: read as the rank's own report (elastic.py)
+    from . import elastic
+
+    logs = [str(p) for p in paths if rank_from_path(str(p)) is not None]
+    error_files = sorted({*(str(p) for p in paths if elastic.is_error_file(p)), *elastic.beside(logs)})
+    paths = [p for p in paths if not elastic.is_error_file(p)]
     errors: list[ScanError] = []
     unopened: list[ScanError] = []  # files that could not be opened; the others of the job are still scanned
     for file_no, src in enumerate([*paths, *others]):
         collector.file_no = file_no
+        collector.path_rank = rank_from_path(str(src)) if isinstance(src, (str, os.PathLike)) else None
         if isinstance(src, (str, os.PathLike)) or hasattr(src, "read"):
             if hasattr(src, "read"):
                 refuse_endless_stdin(src)
@@ -1131,6 +1190,18 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                     if prefilter.search(segment.encode("utf-8", "replace")):
                         collector.line(segment, number)
             total += number
+    for number_of_file, path in enumerate(error_files, len(paths) + len(others)):
+        lines = elastic.read_error_file(path)
+        if lines is None:
+            errors.append(ScanError(f"{path}: not a TorchElastic error file"))
+            continue
+        collector.file_no, collector.file_name = number_of_file, path
+        collector.path_rank = rank_from_path(os.path.join(os.path.dirname(path), "stderr.log"))
+        collector.error_file = True
+        names.append(path)
+        for number, raw in enumerate(lines, 1):
+            collector.line(raw, number)
+        collector.error_file = False
     if unopened and not names:  # nothing at all was read: no report would be true
         raise ScanError("; ".join(str(e) for e in unopened))
     report = collector.report(total, names)
