@@ -15,22 +15,28 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from functools import cached_property, lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO, Union, cast
 
-import re2
-
-from .bundle import EntryInfo, KbIndex, default_index
+from .bundle import KbIndex, default_index
+from .causality import EXIT_SIGNALS, choose_initiating, hints_for, untimed_across_files
 from .masks import mask_line
 from .matcher import match_line, score_for
-from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, safe_int, strip_prefixes
-from .verdict import Verdict, decide, parse_stamp
+from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, strip_prefixes
+from .prefilter import Prefilter, make_prefilter
+from .prefilter import line_spans as _line_spans
+from .report import Finding, ScanError, ScanReport
+from .verdict import parse_stamp
 from .versions import MARKERS as VERSION_MARKERS
-from .versions import assess
 from .versions import read_line as read_version
+
+__all__ = [
+    "EXIT_SIGNALS", "Finding", "ScanError", "ScanReport", "Source", "count_newlines", "prefilter_for",
+    "rank_from_path", "scan", "scan_many",
+]
 
 CHUNK = 8 << 20
 TRACEBACK = "Traceback (most recent call last)"
@@ -51,116 +57,7 @@ KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
 SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
 SNIFF_LINES = 400
 
-# What a negative exit code in a launcher summary says: the signal that ended the rank, and the entry that
-# usually explains it.
-EXIT_SIGNALS: dict[int, tuple[str, str | None, str]] = {
-    -6: ("SIGABRT", None, "the process aborted itself (a failed C++ check or abort()); look for the last error it printed"),
-    -7: ("SIGBUS", "dataloader-worker-killed-shm", "a bus error, most often shared memory (/dev/shm) running out"),
-    -9: ("SIGKILL", "host-oom-killed", "killed from outside, most often by the host OOM killer or the scheduler"),
-    -11: ("SIGSEGV", "segmentation-fault", "a segmentation fault in native code"),
-    -15: ("SIGTERM", "job-preempted-sigterm", "asked to stop: preemption, a time limit, or the launcher stopping siblings"),
-    137: ("SIGKILL", "host-oom-killed", "exit status 137 is 128+9: killed by SIGKILL, most often the OOM killer"),
-    139: ("SIGSEGV", "segmentation-fault", "exit status 139 is 128+11: a segmentation fault"),
-}
-
 Source = Union[str, "os.PathLike[str]", BinaryIO, Iterable[str], Iterable[bytes]]
-
-
-class ScanError(Exception):
-    """The log could not be read (missing, a directory, unreadable, corrupt compression)."""
-
-
-@dataclass
-class Finding:
-    id: str | None  # None: an exception no entry knows
-    line: int  # 1-based, in `file`
-    rank: int | None
-    role: str  # "initiating" or "collateral"
-    text: str  # the normalised line
-    score: int
-    exception: str | None = None
-    title: str | None = None
-    file: str | None = None
-    ranks: list[int] = field(default_factory=list)
-    count: int = 1  # how many lines folded into this finding (one per rank, usually)
-    values: dict[str, Any] = field(default_factory=dict)
-    signature_role: str = "initiating"  # what the entry says of the line, before causality is decided
-    hosts: list[str] = field(default_factory=list)  # host names the lines' prefixes gave (syslog, NCCL, pdsh)
-    stamp: str | None = None  # the first line's timestamp, as written
-    kernel: bool = False  # read from a kernel log (syslog, dmesg)
-    before_job: bool = False  # a kernel-log line stamped before the job's first line: an earlier job's event
-    # How the entry was named: "exact" (a signature), "fingerprint" (a sequence of events), "fuzzy" (an unknown
-    # exception line close to a wording an entry knows), "evidence" (an exception class alone); None: unnamed.
-    tier: str | None = None
-    # A final exception line that no traceback header announced (a rank's last words, a custom exception class)
-    without_traceback: bool = False
-    order: tuple[int, int] = (0, 0)  # (file position, line) for ordering
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("order")
-        return d
-
-
-@dataclass
-class ScanReport:
-    findings: list[Finding]
-    initiating: Finding | None
-    lines: int
-    files: list[str]
-    hints: list[str] = field(default_factory=list)
-    index: KbIndex | None = None
-    errors: list[str] = field(default_factory=list)  # what could not be read; findings cover the rest
-    start: str | None = None  # the job's first timestamp, as written (kernel-log lines excluded)
-    versions: dict[str, str] = field(default_factory=dict)  # package -> version the log (or --env) names
-
-    @cached_property
-    def version_notes(self) -> tuple[str, ...]:
-        """What the versions seen say of the initiating entry's affected versions (never used to drop it)."""
-        info = self.info
-        if info is None or not info.versions or not self.versions:
-            return ()
-        return assess(dict(info.versions), self.versions).notes
-
-    @cached_property
-    def verdict(self) -> Verdict | None:
-        """Retry as is, retry elsewhere (and what to exclude), fix first, or unknown; None for a healthy log."""
-        return decide(self)
-
-    @cached_property
-    def entry(self) -> dict[str, Any] | None:
-        """The full entry of the initiating failure, when it is a known one."""
-        if self.initiating is None or self.initiating.id is None or self.index is None:
-            return None
-        return self.index.full_entries.get(self.initiating.id)
-
-    @property
-    def info(self) -> EntryInfo | None:
-        """The index's summary of the initiating entry (fix, verify commands, url): no prose to load."""
-        if self.initiating is None or self.initiating.id is None or self.index is None:
-            return None
-        return self.index.by_id.get(self.initiating.id)
-
-    @property
-    def collateral(self) -> list[Finding]:
-        return [f for f in self.findings if f.role == "collateral"]
-
-    def to_dict(self) -> dict[str, Any]:
-        info = self.info
-        return {
-            "files": self.files,
-            "lines": self.lines,
-            "verdict": self.verdict.to_dict() if self.verdict else None,
-            "initiating": self.initiating.to_dict() if self.initiating else None,
-            "fix": info.fix if info else None,
-            "verify": list(info.verify) if info else [],
-            "url": info.url if info else None,
-            "hints": self.hints,
-            "versions": dict(sorted(self.versions.items())),
-            "version_notes": list(self.version_notes),
-            "errors": self.errors,
-            "findings": [f.to_dict() for f in self.findings],
-        }
 
 
 # torchrun --log-dir with --redirects/--tee writes <log-dir>/<run id>/attempt_<n>/<local rank>/{stdout,stderr}.log
@@ -370,10 +267,10 @@ class _Collector:
             if start is not None and f.kernel:
                 when = parse_stamp(f.stamp, start.year)
                 f.before_job = when is not None and when < start
-        initiating = _choose_initiating(findings, self.index)
+        initiating = choose_initiating(findings, self.index)
         for f in findings:
             f.role = "initiating" if f is initiating else "collateral"
-        hints = _hints(findings, initiating, self.index)
+        hints = hints_for(findings, initiating, self.index)
         if initiating is not None and untimed_across_files(findings):
             hints.append("root-cause candidates in several files carry no timestamps: the earliest is taken in "
                          "reading order (files as given, per-rank files sorted, so lower ranks first)")
@@ -392,160 +289,6 @@ def _bounded_put(table: dict[Any, Any], key: Any, value: Any) -> None:
     table[key] = value
 
 
-def _earliest(findings: list[Finding]) -> Finding:
-    """The first of `findings` in time when they come from several files and every one carries a timestamp;
-    otherwise the first in reading order (files in the order given, per-rank files sorted, so rank order)."""
-    if len({f.file for f in findings}) > 1:
-        stamps = [parse_stamp(f.stamp) for f in findings]
-        if all(stamp is not None for stamp in stamps):
-            try:
-                return min(zip(stamps, findings, strict=True), key=lambda sf: (sf[0], sf[1].order))[1]
-            except TypeError:  # aware and naive stamps mixed: no order between them
-                pass
-    return findings[0]
-
-
-def untimed_across_files(findings: list[Finding]) -> bool:
-    """Whether root-cause candidates from several files lack the timestamps needed to order them in time."""
-    candidates = [f for f in findings if f.signature_role == "initiating" and not f.before_job]
-    return len({f.file for f in candidates}) > 1 and any(parse_stamp(f.stamp) is None for f in candidates)
-
-
-def _choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | None:
-    # The earliest root cause the knowledge base knows; else the earliest exception from a traceback; else
-    # the most telling piece of fallout (launcher summaries last, since they only say that a child died).
-    current = [f for f in findings if not f.before_job] or findings
-    # What a rank wrote into its TorchElastic error file is its own account of its failure: it comes first.
-    recorded = [f for f in current if f.values.get("error_file") and f.signature_role == "initiating"]
-    if recorded:
-        return _earliest(recorded)
-    known = [f for f in current if f.id and f.signature_role == "initiating"]
-    # A root cause a signature names comes before one only the fuzzy or evidence tier named: a wrapper line
-    # ("Caught RuntimeError in DataLoader worker process 0") printed first must not displace the real error.
-    named = [f for f in known if f.tier not in ("fuzzy", "evidence")]
-    if named or known:
-        return _earliest(named or known)
-    unknown = [f for f in current if f.id is None]
-    if unknown:
-        return _earliest(unknown)
-    if not current:
-        return None
-    findings = current
-
-    def launcher(f: Finding) -> bool:
-        info = index.by_id.get(f.id or "")
-        return bool(info and "launcher" in info.tags)
-
-    return sorted(findings, key=lambda f: (launcher(f), f.order))[0]
-
-
-def _hints(findings: list[Finding], initiating: Finding | None, index: KbIndex) -> list[str]:
-    hints: list[str] = []
-    codes: dict[int, list[Finding]] = {}
-    for f in findings:
-        raw = f.values.get("exitcode")
-        code = safe_int(str(raw)) if raw is not None else None
-        if code is not None and code in EXIT_SIGNALS:
-            codes.setdefault(code, []).append(f)
-    for code, _fs in sorted(codes.items()):
-        name, entry_id, meaning = EXIT_SIGNALS[code]
-        if initiating is not None and initiating.id == entry_id:
-            continue
-        see = f"; see {entry_id}" if entry_id and entry_id in index.by_id else ""
-        hints.append(f"a launcher reports exit code {code} ({name}): {meaning}{see}")
-    return hints
-
-
-class _Prefilter:
-    """A multi-literal search: `positions` of the literals in a buffer, and the lines holding them."""
-
-    def positions(self, data: Any) -> list[int]:
-        raise NotImplementedError
-
-    def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        return _line_spans(chunk, self.positions(chunk))
-
-
-class Re2Prefilter(_Prefilter):
-    """One multi-literal RE2 search per chunk. Portable; RE2 releases the GIL, so chunks overlap in threads."""
-
-    name = "re2"
-    threaded = True
-
-    def __init__(self, literals: list[str]) -> None:
-        options = re2.Options()
-        options.max_mem = 256 << 20  # a big DFA cache keeps the multi-literal search at full speed
-        self.pattern = re2.compile(b"|".join(re2.escape(a.encode("utf-8")) for a in literals), options)
-
-    def search(self, data: bytes) -> bool:
-        return self.pattern.search(data) is not None
-
-    def positions(self, data: Any) -> list[int]:
-        """Where prefilter literals occur in `data` (bytes or a buffer), ascending."""
-        return [m.start() for m in self.pattern.finditer(bytes(data) if isinstance(data, memoryview) else data)]
-
-
-class HyperscanPrefilter(_Prefilter):
-    """The same search with Hyperscan's SIMD literal matcher, several times faster where its wheel exists."""
-
-    name = "hyperscan"
-    threaded = False  # the search holds the GIL: no gain from searching the next chunk in another thread
-
-    def __init__(self, literals: list[str]) -> None:
-        import hyperscan
-
-        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        encoded = [a.encode("utf-8") for a in literals]
-        self.db.compile(expressions=encoded, ids=list(range(len(encoded))), elements=len(encoded), flags=0, literal=True)
-        # A scratch space may be used by one scan at a time (else ScratchInUseError): one per thread, cloned
-        # from the database's own, so `scan` can be called from many threads at once.
-        self._prototype = hyperscan.Scratch(self.db)
-        self._clone_lock = threading.Lock()
-        self._local = threading.local()
-
-    def _scratch(self) -> Any:
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            with self._clone_lock:
-                scratch = self._local.scratch = self._prototype.clone()
-        return scratch
-
-    def _ends(self, data: bytes) -> list[int]:
-        ends: list[int] = []
-        self.db.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: ends.append(end),
-                     scratch=self._scratch())
-        return ends
-
-    def search(self, data: bytes) -> bool:
-        return bool(self._ends(data))
-
-    def positions(self, data: Any) -> list[int]:
-        return [e - 1 for e in sorted(self._ends(data))]
-
-
-def _line_spans(chunk: Any, positions: Iterable[int], lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
-    """(line start, line end) of every line holding one of `positions` (ascending), each line once, within
-    chunk[lo:hi] (bytes or an mmap)."""
-    hi = len(chunk) if hi is None else hi
-    spans: list[tuple[int, int]] = []
-    last_end = lo - 1
-    for pos in positions:
-        if pos <= last_end:
-            continue
-        start = max(chunk.rfind(b"\n", lo, pos) + 1, lo)
-        end = chunk.find(b"\n", pos, hi)
-        end = hi if end < 0 else end
-        # A carriage return ends a segment as a line break does (a progress bar redrawn in place, with the
-        # failure glued after it): each segment is cut to MAX_LINE on its own, so a long bar hides nothing.
-        # Searched within the line only, so a chunk without `\r` costs nothing more.
-        start = max(start, chunk.rfind(b"\r", start, pos) + 1)
-        cr = chunk.find(b"\r", pos, end)
-        end = end if cr < 0 else cr
-        spans.append((start, end))
-        last_end = end
-    return spans
-
-
 def _keep_ends(data: bytes) -> bytes:
     """An over-long unfinished line, shortened: its first MAX_LINE bytes and, when a carriage return came after
     them, the first MAX_LINE bytes of its last segment (what a redrawn line ends with)."""
@@ -555,7 +298,6 @@ def _keep_ends(data: bytes) -> bytes:
     return data[:MAX_LINE] + b"\r" + data[cr + 1 : cr + 1 + MAX_LINE]
 
 
-Prefilter = Re2Prefilter | HyperscanPrefilter
 _PREFILTERS: dict[tuple[int, str], Prefilter] = {}
 _PREFILTERS_LOCK = threading.Lock()
 
@@ -567,18 +309,8 @@ def prefilter_for(index: KbIndex, engine: str | None = None) -> Prefilter:
     with _PREFILTERS_LOCK:  # threads scanning at once share one compiled prefilter
         if key not in _PREFILTERS:
             literals = set(index.all_anchors) | set(GENERIC_MARKERS) | set(VERSION_MARKERS)
-            _PREFILTERS[key] = _make_prefilter(sorted(literals), engine)
+            _PREFILTERS[key] = make_prefilter(sorted(literals), engine)
         return _PREFILTERS[key]
-
-
-def _make_prefilter(literals: list[str], engine: str) -> Prefilter:
-    if engine in ("auto", "hyperscan"):
-        try:
-            return HyperscanPrefilter(literals)
-        except Exception:  # no wheel for this platform, or a CPU it does not support (re-raised if asked for)
-            if engine == "hyperscan":
-                raise
-    return Re2Prefilter(literals)
 
 
 def _is_big_plain_file(fh: Any) -> bool:

@@ -102,7 +102,8 @@ def test_hard_wrapped_line_is_still_matched_by_match():
 
 def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
     from denpex_kb import default_index
-    from denpex_kb.scanner import HyperscanPrefilter, Re2Prefilter, _Collector, _scan_stream
+    from denpex_kb.prefilter import HyperscanPrefilter, Re2Prefilter
+    from denpex_kb.scanner import _Collector, _scan_stream
 
     log = tmp_path / "job.log"
     log.write_text("\n".join(job_log() * 3) + "\n", encoding="utf-8")
