@@ -35,7 +35,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess by t
 
 from .bundle import KbIndex, default_index
 from .output import RECORD_SCHEMA_VERSION, empty_record, job_record
-from .scanner import ScanError, scan_many
+from .scanner import ScanError, _codec, scan_many  # _codec: compression told by the first bytes, as scan does
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -113,26 +113,7 @@ def shared_index(custom: KbIndex | None = None) -> KbIndex:
 # ---------------------------------------------------------------------------------------------------------------
 # Reading a job's members
 
-# Told by the first bytes, never by a name (bytes have none). bzip2 needs its block-size digit after "BZh".
-_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bzip2"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
-    (b"\x04\x22\x4d\x18", "lz4"),
-    (b"PK\x03\x04", "zip"),
-    (b"7z\xbc\xaf\x27\x1c", "7z"),
-)
 _STEP = 1 << 20  # compressed bytes fed to a decompressor at a time
-
-
-def _codec(head: bytes) -> str | None:
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            if kind == "bzip2" and not (len(head) >= 4 and head[3:4] in b"123456789"):
-                continue
-            return kind
-    return None
 
 
 def _decompressor(kind: str) -> Any:
