@@ -59,9 +59,10 @@ def main() -> int:
 
 def _run(args: argparse.Namespace, root: Path) -> int:
 
+    from test_fleet import make_jobs
+
     import denpex_kb
     from denpex_kb import fleet
-    from test_fleet import make_jobs
 
     t = time.perf_counter()
     jobs = make_jobs(root, args.jobs, lines_per_rank=args.lines_per_rank)

@@ -14,7 +14,7 @@ from denpex_kb.fuzzy import FUZZY_FORMAT, comparable, skeleton
 from denpex_kb.model import Signature
 from denpex_kb.signatures import compile_signature
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
 
 
 def make_index(out_dir: Path, n: int) -> Path:
@@ -35,7 +35,7 @@ def make_index(out_dir: Path, n: int) -> Path:
                 sk = skeleton(sig.text.replace("{num:step}", "0"))
                 if comparable(sk):
                     known.append([i, "initiating", f"signature:{j}", sk])
-    for sig, keys in zip(sigs, anchor_keys([s[3] for s in sigs])):
+    for sig, keys in zip(sigs, anchor_keys([s[3] for s in sigs]), strict=True):
         sig.append(keys)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.json"

@@ -23,7 +23,7 @@ import re2
 from .errors import BundleError
 from .urls import entry_url
 
-BUNDLE_FORMAT = 4
+BUNDLE_FORMAT = 5
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
 FUZZY_FILE = "fuzzy.json"  # the fuzzy tier's skeletons, read only when the exact tiers find nothing
@@ -76,12 +76,18 @@ class CompiledSig:
 
 
 class FingerprintEvent:
-    __slots__ = ("_regex", "anchors", "pattern")
+    __slots__ = ("_regex", "anchors", "level", "pattern")
 
-    def __init__(self, pattern: str, anchors: tuple[str, ...]) -> None:
+    def __init__(self, pattern: str, anchors: tuple[str, ...], level: str = "any") -> None:
         self.pattern = pattern
         self.anchors = anchors
+        self.level = level
         self._regex: Any = None
+
+    @property
+    def deferred(self) -> bool:
+        """Healthy output (an INFO line): looked for only in the lines just before the sequence's next event."""
+        return self.level == "info"
 
     def matches(self, text: str) -> bool:
         if not any(a in text for a in self.anchors):
@@ -89,6 +95,14 @@ class FingerprintEvent:
         if self._regex is None:
             self._regex = re2.compile(self.pattern, _RE2_OPTIONS)
         return self._regex.search(text) is not None
+
+
+class Lookback(NamedTuple):
+    """Where the scanner looks back for a fingerprint's leading `info` events (see KbIndex.lookbacks)."""
+
+    triggers: tuple[str, ...]
+    anchors: tuple[str, ...]
+    within: int
 
 
 class Fingerprint(NamedTuple):
@@ -134,7 +148,7 @@ class KbIndex:
             CompiledSig(self.entries[s[0]], s[1], s[2], s[3], s[4], s[5], s[6]) for s in index["signatures"]
         ]
         self.fingerprints = [
-            Fingerprint(self.entries[f[0]], f[1], [FingerprintEvent(p, tuple(a)) for p, a in f[2]])
+            Fingerprint(self.entries[f[0]], f[1], [FingerprintEvent(p, tuple(a), level) for p, a, level in f[2]])
             for f in index.get("fingerprints", [])
         ]
         self._entries_loader = entries_loader
@@ -212,6 +226,31 @@ class KbIndex:
         found.update(a for fp in self.fingerprints for ev in fp.events for a in ev.anchors)
         return sorted(found)
 
+    @cached_property
+    def deferred_anchors(self) -> list[str]:
+        """Anchors only `info` fingerprint events have: healthy output, so not searched across the whole log."""
+        kept = {a for s in self.signatures for a in s.anchors}
+        kept.update(a for fp in self.fingerprints for ev in fp.events if not ev.deferred for a in ev.anchors)
+        return sorted({a for fp in self.fingerprints for ev in fp.events if ev.deferred for a in ev.anchors} - kept)
+
+    @cached_property
+    def prefilter_anchors(self) -> list[str]:
+        """What the scanner's prefilter searches the whole log for: every anchor but the deferred ones."""
+        deferred = set(self.deferred_anchors)
+        return [a for a in self.all_anchors if a not in deferred]
+
+    @cached_property
+    def lookbacks(self) -> list[Lookback]:
+        """For each fingerprint led by `info` events: the anchors of its first other event (a trigger) and the
+        anchors of its leading events, which the scanner looks for in the `within` lines before a trigger."""
+        found = []
+        for fp in self.fingerprints:
+            lead = [ev for ev in fp.events if ev.deferred]
+            if lead:
+                trigger = fp.events[len(lead)]
+                found.append(Lookback(trigger.anchors, tuple(sorted({a for ev in lead for a in ev.anchors})), fp.within))
+        return found
+
     def __getstate__(self) -> dict[str, Any]:
         """Plain data only, for process pools and Spark executors: the compiled engines (each signature's RE2
         object, the RE2 set of word-less anchors) are dropped and rebuilt lazily after unpickling; signatures are
@@ -226,7 +265,8 @@ class KbIndex:
             for s in self.signatures
         ]
         state["fingerprints"] = [
-            (entry_no[id(f.entry)], f.within, [(ev.pattern, ev.anchors) for ev in f.events]) for f in self.fingerprints
+            (entry_no[id(f.entry)], f.within, [(ev.pattern, ev.anchors, ev.level) for ev in f.events])
+            for f in self.fingerprints
         ]
         state["word_index"] = {word: [sig_no[id(s)] for s in bucket] for word, bucket in self.word_index.items()}
         state["_always_sigs"] = [[sig_no[id(s)] for s in bucket] for bucket in self._always_sigs]
@@ -252,7 +292,7 @@ class KbIndex:
         state["by_id"] = {e.id: e for e in entries}
         state["signatures"] = signatures
         state["fingerprints"] = [
-            Fingerprint(entries[f[0]], f[1], [FingerprintEvent(p, tuple(a)) for p, a in f[2]])
+            Fingerprint(entries[f[0]], f[1], [FingerprintEvent(p, tuple(a), level) for p, a, level in f[2]])
             for f in state["fingerprints"]
         ]
         state["word_index"] = {word: [signatures[k] for k in bucket] for word, bucket in state["word_index"].items()}

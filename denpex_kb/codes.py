@@ -93,6 +93,11 @@ CODES: tuple[Code, ...] = (
          "Make the entry's signature more specific, or have a reviewer add the line to `tests/corpus/benign/allowlist.yaml`."),
     Code("DKB205", "too-generic", E, "A signature matches several distinct benign lines: it is too generic.",
          "Add the words that only the failure prints."),
+    Code("DKB206", "hot-anchor", E,
+         "An anchor that `scan` searches every line for appears on many lines of healthy output, so each of those "
+         "lines takes the slow per-line path.",
+         "Give the signature a longer anchor (`anchors:`), or, for a fingerprint event that is healthy output, set "
+         "`level: info` so that it is looked for only just before the failure's own lines."),
 )
 
 BY_CODE: dict[str, Code] = {c.code: c for c in CODES}

@@ -69,7 +69,9 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
             )
         if entry.fingerprint:
             events = [compile_signature(Signature(kind=ev.kind, text=ev.text)) for ev in entry.fingerprint.events]
-            fingerprints.append([i, entry.fingerprint.within_lines, [[c.pattern, list(c.anchors)] for c in events]])
+            fingerprints.append([i, entry.fingerprint.within_lines, [
+                [c.pattern, list(c.anchors), ev.level] for c, ev in zip(events, entry.fingerprint.events, strict=True)
+            ]])
     for row, keys in zip(signatures, anchor_keys([s[3] for s in signatures]), strict=True):
         row.append(keys)
     full = {

@@ -212,7 +212,12 @@ class Signature(_Strict):
 
 
 class FingerprintEvent(_Strict):
-    level: Literal["info", "warn", "error", "any"] = "any"
+    level: Literal["info", "warn", "error", "any"] = Field(
+        default="any",
+        description="The log level the event is printed at. `info` events (healthy output such as NCCL_DEBUG=INFO "
+        "setup lines) must lead the sequence: `scan` looks for them only in the lines just before a later event, "
+        "never across the whole log.",
+    )
     kind: SignatureKind = SignatureKind.literal
     text: NonEmpty
 

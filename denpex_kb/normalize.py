@@ -19,7 +19,6 @@ _N = rf"\d{{1,{MAX_DIGITS}}}"
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[ -/]*[0-~]"
 )
-_SPACES = re.compile(r"\s+")
 # A tqdm bar, as left in the line before the message that was printed after it without a newline.
 _TQDM = re.compile(r"^.*?\d{1,3}%\|[^|]{0,200}\| ?[\d.]+[kMG]?/[\d.?]+[kMG]? \[[^\]]{0,80}\]")
 
@@ -68,6 +67,29 @@ PREFIXES: tuple[Prefix, ...] = (
     # pdsh/clush `host: `: a lowercase host name with a digit, so `RuntimeError: ` is never taken for one.
     Prefix("pdsh-host", re.compile(r"^(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ")),
 )
+
+
+_FIELDS = ("rank", "host", "pid", "stamp")
+
+
+def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], list[tuple[str, dict[str, int]]]]:
+    """Every prefix in one alternation, tried in order (as a loop over PREFIXES would, but in one call): group
+    `_k` says which prefix matched, and its fields are renamed `_k_<field>` (a name may not repeat)."""
+    parts, table = [], []
+    for k, prefix in enumerate(prefixes):
+        source = prefix.pattern.pattern
+        assert source.startswith("^"), prefix.name
+        source = re.sub(r"\(\?P<(\w+)>", rf"(?P<_{k}_\1>", source[1:])
+        parts.append(f"(?P<_{k}>{source})")
+    pattern = re.compile("|".join(parts))
+    for k, prefix in enumerate(prefixes):
+        fields = {f: pattern.groupindex[f"_{k}_{f}"] for f in _FIELDS if f"_{k}_{f}" in pattern.groupindex}
+        table.append((prefix.name, fields))
+    return pattern, table
+
+
+_ANY_PREFIX, _PREFIX_TABLE = _combined(PREFIXES)
+_PREFIX_GROUP = {_ANY_PREFIX.groupindex[f"_{k}"]: k for k in range(len(PREFIXES))}
 
 
 class Line:
@@ -124,26 +146,24 @@ def strip_prefixes(raw: str) -> Line:
     line = Line(text="")
     for _ in range(8):
         stripped = text.lstrip(" ") if not line.prefixes else text
-        for prefix in PREFIXES:
-            m = prefix.pattern.match(stripped)
-            if not m or m.end() == 0:
-                continue
-            groups = m.groupdict()
-            if groups.get("rank") is not None and line.rank is None:
-                line.rank = safe_int(groups["rank"])
-            if groups.get("host") and line.host is None:
-                line.host = groups["host"]
-            if groups.get("pid") and line.pid is None:
-                line.pid = safe_int(groups["pid"])
-            if groups.get("stamp") and line.stamp is None:
-                line.stamp = groups["stamp"]
-            line.prefixes.append(prefix.name)
-            text = stripped[m.end() :]
+        m = _ANY_PREFIX.match(stripped)
+        if not m or m.end() == 0:  # no prefix pattern matches empty text, so the first that matches is the one
             break
-        else:
-            break
+        name, fields = _PREFIX_TABLE[_PREFIX_GROUP[m.lastindex]]  # type: ignore[index]
+        if fields:
+            rank, host, pid, stamp = (m.group(fields[f]) if f in fields else None for f in _FIELDS)
+            if rank is not None and line.rank is None:
+                line.rank = safe_int(rank)
+            if host and line.host is None:
+                line.host = host
+            if pid and line.pid is None:
+                line.pid = safe_int(pid)
+            if stamp and line.stamp is None:
+                line.stamp = stamp
+        line.prefixes.append(name)
+        text = stripped[m.end() :]
     line.indented = text[:1] in (" ", "\t")
-    line.text = _SPACES.sub(" ", text).strip()
+    line.text = " ".join(text.split())  # whitespace runs collapsed (str.split and re agree on what whitespace is), in C
     return line
 
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, BinaryIO, Union, cast
+from typing import Any, BinaryIO, NamedTuple, Union, cast
 
 from .bundle import KbIndex, default_index
 from .causality import EXIT_SIGNALS, choose_initiating, hints_for, untimed_across_files
+from .lookback import LookbackPlan
 from .masks import mask_line
 from .matcher import match_line, score_for
 from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, Line, exception_type, strip_prefixes
@@ -85,6 +86,16 @@ def _classify(index: KbIndex, text: str) -> tuple[Any, dict[str, Any]] | None:
     return sig, values
 
 
+MEMO_LINES = 4_096  # distinct normalised lines whose facts a scan remembers at a time
+
+
+class _Facts(NamedTuple):
+    found: tuple[Any, dict[str, Any]] | None  # the signature the text is reported under, and its values
+    exception: str | None
+    fingerprints: tuple[int, ...]  # fingerprints with an anchor in the text
+    versioned: bool  # holds a version marker
+
+
 class _Collector:
     """Per-line logic shared by every input path: normalise, match, remember tracebacks, fold repeats."""
 
@@ -105,6 +116,22 @@ class _Collector:
         self.path_rank: int | None = None  # the rank the current file's path names (torchrun --log-dir)
         self.error_file = False  # reading a TorchElastic error file: its findings are the rank's own account
         self.given_versions: dict[str, str] = {}  # from the caller (--env FILE): they win
+        # (anchor, fingerprint) pairs: a line that holds none of a fingerprint's anchors cannot move it on
+        self._fp_anchors = [(a, k) for k, fp in enumerate(index.fingerprints) for ev in fp.events for a in ev.anchors]
+        self._memo: dict[str, _Facts] = {}
+        self._masked: dict[str, str] = {}  # text -> mask_line(text), for the same reason
+
+    def _facts(self, text: str) -> _Facts:
+        """What a normalised line's text alone decides, remembered: logs repeat lines (every rank, every step)."""
+        facts = self._memo.get(text)
+        if facts is None:
+            touched = tuple(sorted({k for a, k in self._fp_anchors if a in text}))
+            facts = _Facts(_classify(self.index, text), exception_type(text), touched,
+                           any(marker in text for marker in VERSION_MARKERS))
+            if len(self._memo) >= MEMO_LINES:
+                self._memo.clear()
+            self._memo[text] = facts
+        return facts
 
     def line(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
@@ -113,23 +140,21 @@ class _Collector:
             return
         if line.rank is None and self.path_rank is not None:
             line.rank = self.path_rank
-        if any(marker in text for marker in VERSION_MARKERS):
+        facts = self._facts(text)
+        if facts.versioned:
             found = read_version(text)
             if found is not None and len(self.versions) < MAX_VERSIONS:
                 self.versions.setdefault(*found)
-        exc = exception_type(text) if not line.indented else None
-        self._match(text, line, number, exc)
-        if self.index.fingerprints:  # after the line's own finding, which a completed sequence strengthens
-            self._fingerprints(text, line.rank, number, exc)
+        exc = facts.exception if not line.indented else None
+        self._match(text, line, number, exc, facts.found)
+        if facts.fingerprints:  # after the line's own finding, which a completed sequence strengthens
+            self._fingerprints(text, line.rank, number, exc, facts.fingerprints)
 
-    def _match(self, text: str, line: Any, number: int, exc: str | None) -> None:
-        # The candidates come out of a set of words, in an order that depends on PYTHONHASHSEED: sorted here, so
-        # the signature chosen and the order (and winner) of merged values are the same on every run.
-        found = _classify(self.index, text)
+    def _match(self, text: str, line: Any, number: int, exc: str | None, found: tuple[Any, dict[str, Any]] | None) -> None:
         if found is not None:
             sig, values = found
-            self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role, values,
-                      line, "exact")
+            self._add(sig.entry.id, sig.entry.title, text, line.rank, number, score_for(sig.specificity), exc, sig.role,
+                      dict(values), line, "exact")
             return
         if text.startswith(TRACEBACK):
             _bounded_put(self.tracebacks, (self.file_no, line.rank), number)
@@ -142,8 +167,9 @@ class _Collector:
             else:
                 _bounded_put(self.bare, (self.file_no, line.rank), (text, line, number, exc, self.file_name))
 
-    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None) -> None:
-        for k, fp in enumerate(self.index.fingerprints):
+    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None, touched: tuple[int, ...]) -> None:
+        for k in touched:
+            fp = self.index.fingerprints[k]
             key = (self.file_no, k, rank)
             step, first = self.progress.get(key, (0, number))
             if step and number - first > fp.within:
@@ -173,7 +199,12 @@ class _Collector:
     def _add(self, entry_id: str | None, title: str | None, text: str, rank: int | None, number: int, score: int,
              exc: str | None, role: str, values: dict[str, Any], line: Line | None = None,
              tier: str | None = None) -> None:
-        key = (entry_id or f"?{exc}", mask_line(text))
+        masked = self._masked.get(text)
+        if masked is None:
+            if len(self._masked) >= MEMO_LINES:
+                self._masked.clear()
+            masked = self._masked[text] = mask_line(text)
+        key = (entry_id or f"?{exc}", masked)
         host = line.host if line is not None else None
         found = self.groups.get(key)
         if found is not None:
@@ -308,7 +339,7 @@ def prefilter_for(index: KbIndex, engine: str | None = None) -> Prefilter:
     key = (id(index), engine)
     with _PREFILTERS_LOCK:  # threads scanning at once share one compiled prefilter
         if key not in _PREFILTERS:
-            literals = set(index.all_anchors) | set(GENERIC_MARKERS) | set(VERSION_MARKERS)
+            literals = set(index.prefilter_anchors) | set(GENERIC_MARKERS) | set(VERSION_MARKERS)
             _PREFILTERS[key] = make_prefilter(sorted(literals), engine)
         return _PREFILTERS[key]
 
@@ -609,7 +640,7 @@ class _Hits:
 
 
 def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | None, limit: int | None = None,
-          sink: Callable[[int, bytes], None] | None = None) -> _Hits:
+          sink: Callable[[int, bytes], None] | None = None, lookback: LookbackPlan | None = None) -> _Hits:
     """Find the candidate lines of a byte stream; each goes to `sink` (or is collected) with its line number."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -632,6 +663,8 @@ def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | 
             chunk, future = pending.pop(0)
             spans = future.result()
             submit()
+            if lookback:
+                spans = lookback.extend(chunk, spans, 0, len(chunk))
             counted = 0
             number = out.count
             view = memoryview(chunk)
@@ -649,7 +682,8 @@ def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | 
 def _scan_stream(
     fh: BinaryIO, collector: _Collector, prefilter: Prefilter, on_bytes: Callable[[int], None] | None
 ) -> tuple[int, ScanError | None]:
-    found = _hits(fh, prefilter, on_bytes, sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), n))
+    found = _hits(fh, prefilter, on_bytes, sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), n),
+                  lookback=LookbackPlan(collector.index))
     return found.count, found.error
 
 
@@ -688,10 +722,13 @@ def _release(mm: Any, done: int, upto: int) -> int:
     return done
 
 
-def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
+def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: LookbackPlan | None = None) -> _Hits:
     """Candidate lines of [start, end) of a memory-mapped file: no copies, windows of CHUNK bytes cut at line
-    breaks (a line longer than a window is searched in pieces, each reported with the line's number)."""
+    breaks (a line longer than a window is searched in pieces, each reported with the line's number). A lookback
+    may add a line from before the window, even before `start`: its number is then counted back (0 or less
+    before `start`; the parent adds the lines of the ranges before)."""
     out = _Hits()
+    sent: set[int] = set()
     view = memoryview(mm)
     counted, lines = start, 0
     released = start - start % mmap.PAGESIZE
@@ -701,8 +738,15 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter) -> _Hits:
         if b < end:
             cut = mm.rfind(b"\n", a, b)
             b = cut + 1 if cut >= 0 else b
-        for line_start, line_end in _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b):
+        spans = _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b)
+        if lookback:
+            spans = lookback.extend(mm, spans, a, b, floor=0, seen=prefilter.search, sent=sent)
+        for line_start, line_end in spans:
             line_end = min(line_end, line_start + MAX_LINE)
+            if line_start < counted:  # a leading line from an earlier window: counted back, not forward
+                number = lines - count_newlines(view[line_start:counted]) + 1
+                out.lines.append((number, bytes(view[line_start:line_end])))
+                continue
             lines += count_newlines(view[counted:line_start])
             counted = line_start
             out.lines.append((lines + 1, bytes(view[line_start:line_end])))
@@ -727,8 +771,8 @@ def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _H
         end = min(end, os.fstat(fh.fileno()).st_size)
         # A file truncated while mapped kills this worker with SIGBUS; the parent then reads it the safe way.
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            hits = _mapped_hits(mm, start, end, prefilter)
-    index = _FORKED_INDEX.get(key)
+            index = _FORKED_INDEX.get(key)
+            hits = _mapped_hits(mm, start, end, prefilter, LookbackPlan(index) if index is not None else None)
     return _fold(hits, index, _FORKED_RANK.get(key)) if index is not None else hits
 
 
@@ -741,17 +785,24 @@ def _fold(hits: _Hits, index: KbIndex, path_rank: int | None = None) -> _Hits:
     seen: set[tuple[str, str]] = set()
     folded = hits.folded
     events = [ev for fp in index.fingerprints for ev in fp.events]
+    memo: dict[str, str | None] = {}  # text -> the entry it is folded under (None: sent whole)
     for number, raw in hits.lines:
         line = strip_prefixes(raw.decode("utf-8", "replace"))
         text = line.text
         if line.rank is None:
             line.rank = path_rank
-        found = _classify(index, text) if text else None
-        if (found is None or any(marker in text for marker in VERSION_MARKERS)
-                or any(ev.matches(text) for ev in events)):
+        if text not in memo:
+            found = _classify(index, text) if text else None
+            whole = (found is None or any(marker in text for marker in VERSION_MARKERS)
+                     or any(ev.matches(text) for ev in events))
+            if len(memo) >= MEMO_LINES:
+                memo.clear()
+            memo[text] = None if whole or found is None else found[0].entry.id
+        entry_id = memo[text]
+        if entry_id is None:
             kept.append((number, raw))
             continue
-        group = (found[0].entry.id, mask_line(text))
+        group = (entry_id, mask_line(text))
         if group not in seen:
             seen.add(group)
             kept.append((number, raw))
@@ -766,12 +817,20 @@ def _fold(hits: _Hits, index: KbIndex, path_rank: int | None = None) -> _Hits:
     return hits
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (taskset, a container's cpuset), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Prefilter,
                    on_bytes: Callable[[int], None] | None) -> tuple[int, ScanError | None] | None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(os.cpu_count() or 1, 8)
+    workers = min(_usable_cpus(), 8)
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
     points = _split_points(path, size, workers)
@@ -867,6 +926,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     collector = _Collector(index)
     collector.given_versions = dict(versions or {})
     prefilter = prefilter_for(index)
+    deferred = index.deferred_anchors  # lines of an iterable are read one by one: no lookback needed
     total = 0
     names: list[str] = []
     paths = sorted((s for s in sources if isinstance(s, (str, os.PathLike))), key=lambda p: str(p))
@@ -919,7 +979,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                 for segment in _segments(raw.rstrip("\r\n")):  # as in files: each `\r` segment on its own
                     if number <= SNIFF_LINES and collector.start is None:
                         collector.sniff_start(segment)
-                    if prefilter.search(segment.encode("utf-8", "replace")):
+                    if prefilter.search(segment.encode("utf-8", "replace")) or any(a in segment for a in deferred):
                         collector.line(segment, number)
             total += number
     for number_of_file, path in enumerate(error_files, len(paths) + len(others)):

@@ -25,7 +25,11 @@ from .scanner import scan
 BENIGN_DIR = Path("tests") / "corpus" / "benign"
 ALLOWLIST = "allowlist.yaml"
 TOO_GENERIC = 2  # distinct benign lines one signature may match before it is called too generic
-BENIGN_CODES = frozenset({"DKB204", "DKB205"})  # problems of the benign corpus, as opposed to an entry's examples
+# An anchor on this share of the benign corpus's lines (and on at least HOT_LINES of them) is hot: in a real log
+# it would send a large part of the healthy lines down the per-line path.
+HOT_SHARE = 0.01
+HOT_LINES = 5
+BENIGN_CODES = frozenset({"DKB204", "DKB205", "DKB206"})  # problems of the benign corpus, as opposed to an entry's examples
 
 
 @dataclass
@@ -167,6 +171,7 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
                 line = strip_prefixes(raw)
                 for sig, _m in match_line(line.text, index):
                     sig_hits[(sig.entry.id, sig.number)].append(line.text)
+    problems.extend(hot_anchor_problems(kb, index, benign))
     for (entry_id, number), texts in sorted(sig_hits.items()):
         distinct = sorted(set(texts))
         if len(distinct) >= TOO_GENERIC and entry_id in kb.files:
@@ -175,6 +180,35 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
             problems.append(Problem.of("DKB205", loaded.display, line_no, col,
                 f"signature {number + 1} of {entry_id} matches {len(distinct)} distinct lines of the benign corpus "
                 f"(e.g. {distinct[0][:80]!r}); it is too generic: add the words that only the failure prints"))
+    return problems
+
+
+def hot_anchors(index: KbIndex, lines: list[str]) -> dict[str, int]:
+    """Anchors the scan's prefilter searches for that hold on at least HOT_SHARE (and HOT_LINES) of `lines`."""
+    least = max(HOT_LINES, int(len(lines) * HOT_SHARE + 0.999))
+    counts = {a: sum(a in line for line in lines) for a in index.prefilter_anchors}
+    return {a: n for a, n in sorted(counts.items()) if n >= least}
+
+
+def hot_anchor_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Problem]:
+    lines = [raw for log in sorted(benign.glob("*.log"))
+             for raw in log.read_text(encoding="utf-8", errors="replace").splitlines()
+             if raw.strip() and not raw.startswith("#")]  # a comment names the source of the lines below it
+    problems = []
+    for anchor, count in hot_anchors(index, lines).items():
+        owners: list[tuple[str, tuple[str | int, ...]]] = [
+            (s.entry.id, ("signatures", s.number, "text")) for s in index.signatures if anchor in s.anchors]
+        owners += [(fp.entry.id, ("fingerprint", "events", k, "text")) for fp in index.fingerprints
+                   for k, ev in enumerate(fp.events) if anchor in ev.anchors]
+        for entry_id, loc in owners:
+            if entry_id not in kb.files:
+                continue
+            loaded = kb.files[entry_id]
+            line_no, col = loaded.where(*loc)
+            problems.append(Problem.of("DKB206", loaded.display, line_no, col,
+                f"anchor {anchor!r} of {entry_id} is on {count} of the {len(lines)} benign corpus lines; every such "
+                "line of a real log would be matched one by one: give a longer anchor, or `level: info` to a "
+                "fingerprint event that is healthy output"))
     return problems
 
 

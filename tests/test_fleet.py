@@ -109,7 +109,7 @@ def make_jobs(root: Path, n: int, *, seed: int = 7, lines_per_rank: int = 40,
                 events.append((k + rng.random(), r, healthy[(start + k) % len(healthy)]))
         failing = j % 8 != 0
         if failing:
-            entry_id, phase, lines = rng.choice(examples)
+            _entry_id, phase, lines = rng.choice(examples)
             at = rng.randrange(lines_per_rank // 2, lines_per_rank) + 0.5
             r0 = rng.randrange(ranks)
             bare = phase == "hardware"  # kernel-log lines keep their own prefixes
@@ -363,7 +363,7 @@ def test_generated_jobs_are_real_and_scan_batch_equals_scan(fleet_jobs: list[tup
     batch = fleet.scan_batch([paths for _, paths in fleet_jobs], names=[name for name, _ in fleet_jobs])
     rows = batch.to_pylist()
     assert rows == plain_loop(fleet_jobs)
-    for (name, paths), row in zip(fleet_jobs, rows):
+    for (name, paths), row in zip(fleet_jobs, rows, strict=True):
         report = scan_many(paths)
         assert row["job"] == name and row["files"] == sorted(paths)
         assert row["initiating_id"] == (report.initiating.id if report.initiating else None)

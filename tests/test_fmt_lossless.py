@@ -87,8 +87,8 @@ def entries(draw: st.DrawFn) -> dict[str, Any]:
         "related": [{"id": "other-entry", "relation": "sibling"}],
         "references": [{"url": "https://example.org/x", "title": draw(text)}],
         "examples": {
-            "match": [{"text": t, "source": "captured: " + s} for t, s in zip(draw(lines), draw(lines))],
-            "no_match": [{"text": t, "note": n} for t, n in zip(draw(lines), draw(lines))],
+            "match": [{"text": t, "source": "captured: " + s} for t, s in zip(draw(lines), draw(lines), strict=False)],
+            "no_match": [{"text": t, "note": n} for t, n in zip(draw(lines), draw(lines), strict=False)],
         },
     }
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
+from test_verdict import JOB_START, OOM, XID79
 
 from conftest import GOOD_ENTRY
 from denpex_kb.commands.recipe import recipes
 from denpex_kb.verdict import EXIT_CODES
-from test_verdict import JOB_START, OOM, XID79
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is needed to run the recipes")

@@ -186,7 +186,6 @@ def test_file_names_with_escapes_and_newlines_are_shown_escaped(tmp_path: Path):
 
 def _hostile_bundle(make_kb, tmp_path: Path) -> Path:
     from conftest import GOOD_ENTRY
-
     from denpex_kb.compiler import write_bundle
     from denpex_kb.loader import load_kb
 
@@ -314,7 +313,7 @@ def test_compressed_stdin_and_paths_are_decompressed(tmp_path: Path, kind: str):
     for args, stdin in ((("scan", "-"), data), (("scan", "--json", str(path)), None)):
         result = cli(*args, stdin=stdin)
         assert result.returncode == 1, (kind, args, result.stdout, result.stderr)
-        assert b"cuda-out-of-memory" in result.stdout and b"rank 3" in result.stdout or b'"rank": 3' in result.stdout
+        assert (b"cuda-out-of-memory" in result.stdout and b"rank 3" in result.stdout) or b'"rank": 3' in result.stdout
     import io
 
     assert scan(io.BytesIO(data)).initiating.id == "cuda-out-of-memory"

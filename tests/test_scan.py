@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def test_unknown_exception_is_still_reported(tmp_path: Path):
 
 def test_exit_code_of_a_killed_rank_is_read_as_a_signal():
     killed = "E1129 19:04:47.051000 5971 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -11) local_rank: 1 (pid: 5987) of binary: /tmp/venv/bin/python"
-    report = scan(list(HEALTHY) + [killed])
+    report = scan([*HEALTHY, killed])
     assert report.initiating is not None and report.initiating.id == "segmentation-fault"
 
 
@@ -110,10 +111,8 @@ def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
     index = default_index()
     literals = sorted(set(index.all_anchors) | {"Traceback (most recent call last)", "Error", "Exception", "Interrupt"})
     engines = [Re2Prefilter(literals)]
-    try:
+    with contextlib.suppress(ImportError):  # no Hyperscan wheel on this platform: the portable engine alone
         engines.append(HyperscanPrefilter(literals))
-    except ImportError:
-        pass  # no Hyperscan wheel on this platform: the portable engine alone
     results = []
     for engine in engines:
         collector = _Collector(index)

@@ -233,7 +233,7 @@ def test_browser_paste_box_agrees_with_the_python_matcher(kb, index, browser_pag
         expected.append(ranked[0].id if ranked else None)
     report = {}
     diffs = []
-    for (kind, where, text), js, py in zip(cases, got, expected):
+    for (kind, where, text), js, py in zip(cases, got, expected, strict=True):
         same, total = report.get(kind, (0, 0))
         report[kind] = (same + (js == py), total + 1)
         if js != py:
@@ -245,8 +245,8 @@ def test_browser_paste_box_agrees_with_the_python_matcher(kb, index, browser_pag
     (OUTPUT).mkdir(parents=True, exist_ok=True)
     (OUTPUT / "paste-agreement.txt").write_text(summary + "\n" + "\n".join(diffs) + "\n", encoding="utf-8")
     assert figure >= AGREEMENT, "\n".join(diffs[:20])
-    benign = [js for (kind, _w, _t), js in zip(cases, got) if kind == "benign"]
-    assert benign and not any(benign), [c for c, js in zip(cases, got) if c[0] == "benign" and js]
+    benign = [js for (kind, _w, _t), js in zip(cases, got, strict=True) if kind == "benign"]
+    assert benign and not any(benign), [c for c, js in zip(cases, got, strict=True) if c[0] == "benign" and js]
     assert _elsewhere(requests, base) == []  # nothing pasted left the page
 
 

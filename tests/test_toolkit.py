@@ -203,7 +203,7 @@ def _fill(path: Path) -> None:
     doc["references"][0].update(url="https://pytorch.org/docs/stable/notes/cuda.html", title="CUDA semantics")
     match = doc["examples"]["match"]
     match[0]["source"] = "https://github.com/jhc13/taggui/issues/188"
-    for item, (text, source) in zip(
+    for item, (text, source) in zip(  # noqa: B905 - the entry may have more examples than are replaced here
         match[1:],
         [
             ("RuntimeError: CUDA out of memory. Tried to allocate 74.00 MiB (GPU 0; 11.91 GiB total capacity)",

@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from ..loader import SCHEMA_LINE, KnowledgeBase, Loaded
-from ..model import Entry, Signature
+from ..model import Entry, FingerprintEvent, Signature
 from ..problems import Problem
 from ..signatures import SignatureError, compile_signature
 from . import EntryCheck, register
@@ -76,6 +76,23 @@ class SignaturesCompile(EntryCheck):
                 compile_signature(Signature(kind=event.kind, text=event.text))
             except SignatureError as exc:
                 yield self.problem(loaded, ("fingerprint", "events", i, "text"), f"fingerprint event: {exc}")
+        if entry.fingerprint:
+            yield from self._info_events_lead(loaded, entry.fingerprint.events)
+
+    def _info_events_lead(self, loaded: Loaded, events: list[FingerprintEvent]) -> Iterable[Problem]:
+        # Healthy output is looked for only just before a later event (scan's lookback), so an info event after
+        # a warn/error one, or a run of info events alone, could never be seen.
+        levels = [ev.level for ev in events]
+        if all(level == "info" for level in levels):
+            yield self.problem(loaded, ("fingerprint", "events", 0, "level"),
+                               "every event is `level: info`; give the event the failure prints its warn or error level")
+            return
+        first_other = next(k for k, level in enumerate(levels) if level != "info")
+        for k in range(first_other + 1, len(levels)):
+            if levels[k] == "info":
+                yield self.problem(loaded, ("fingerprint", "events", k, "level"),
+                                   "`level: info` events must come before every warn/error/any event; move this one "
+                                   "to the front or give it its real level")
 
 
 @register

@@ -18,7 +18,6 @@ from _helpers import run_failing, torchrun_args  # noqa: E402
 
 from denpex_kb import scan  # noqa: E402
 
-
 _run = run_failing
 
 

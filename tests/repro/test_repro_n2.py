@@ -152,13 +152,13 @@ def test_restart_after_peer_agent_finished_is_rendezvous_closed(tmp_path):
     common = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", "n2job"]
     env = _clean_env()
-    agent_b = subprocess.Popen(common + ["--max-restarts", "1", str(b)], cwd=tmp_path, stdout=subprocess.PIPE,
+    agent_b = subprocess.Popen([*common, "--max-restarts", "1", str(b)], cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env)
     try:
         import time
 
         time.sleep(4)  # let B bind the store first
-        subprocess.run(common + ["--max-restarts", "0", str(a)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+        subprocess.run([*common, "--max-restarts", "0", str(a)], cwd=tmp_path, stdout=subprocess.DEVNULL,
                        stderr=subprocess.STDOUT, timeout=120, env=env)
         output, _ = agent_b.communicate(timeout=120)
     finally:
