@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from denpex_kb.bundle import FUZZY_FILE
+from denpex_kb.bundle import FUZZY_FILE, SignatureRow
 from denpex_kb.compiler import BUNDLE_FORMAT, anchor_keys, dumps
 from denpex_kb.fuzzy import FUZZY_FORMAT, comparable, skeleton
 from denpex_kb.model import Signature
@@ -30,13 +30,12 @@ def make_index(out_dir: Path, n: int) -> Path:
         ]
         for j, sig in enumerate(variants):
             c = compile_signature(sig)
-            sigs.append([i, j, c.pattern, list(c.anchors), c.specificity, "initiating", "stderr"])
+            sigs.append(SignatureRow(i, j, c.pattern, list(c.anchors), c.specificity, "initiating", "stderr", {}, []))
             if sig.kind != "regex":  # as the compiler does: the fixed text of literals and templates
                 sk = skeleton(sig.text.replace("{num:step}", "0"))
                 if comparable(sk):
                     known.append([i, "initiating", f"signature:{j}", sk])
-    for sig, keys in zip(sigs, anchor_keys([s[3] for s in sigs]), strict=True):
-        sig.append(keys)
+    sigs = [s._replace(keys=k) for s, k in zip(sigs, anchor_keys([s.anchors for s in sigs]), strict=True)]
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.json"
     path.write_text(dumps({"format": BUNDLE_FORMAT, "digest": "synthetic", "entries": entries, "signatures": sigs, "tombstones": {}}))

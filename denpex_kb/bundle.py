@@ -23,7 +23,7 @@ import re2
 from .errors import BundleError
 from .urls import entry_url
 
-BUNDLE_FORMAT = 5
+BUNDLE_FORMAT = 6
 INDEX_FILE = "index.json"
 ENTRIES_FILE = "entries.json"
 FUZZY_FILE = "fuzzy.json"  # the fuzzy tier's skeletons, read only when the exact tiers find nothing
@@ -55,10 +55,38 @@ class EntryInfo(NamedTuple):
         return entry_url(self.id)
 
 
-class CompiledSig:
-    __slots__ = ("_regex", "anchors", "entry", "number", "pattern", "role", "specificity", "stream")
+class SignatureRow(NamedTuple):
+    """A signature as index.json stores it (a JSON array in this order): the compiler writes these and KbIndex
+    reads them, so both name the fields instead of counting positions."""
 
-    def __init__(self, entry: EntryInfo, number: int, pattern: str, anchors: list[str], specificity: int, role: str, stream: str) -> None:
+    entry: int  # position in the index's entries
+    number: int  # position among the entry's signatures
+    pattern: str  # RE2
+    anchors: list[str]
+    specificity: int
+    role: str
+    stream: str
+    versions: dict[str, str]  # the releases that print this wording; {} when every release does
+    keys: list[str | None]  # the word each anchor is filed under in the word index
+
+
+class EventRow(NamedTuple):
+    pattern: str
+    anchors: list[str]
+    level: str
+
+
+class FingerprintRow(NamedTuple):
+    entry: int
+    within: int
+    events: list[EventRow]
+
+
+class CompiledSig:
+    __slots__ = ("_regex", "anchors", "entry", "number", "pattern", "role", "specificity", "stream", "versions")
+
+    def __init__(self, entry: EntryInfo, number: int, pattern: str, anchors: list[str], specificity: int, role: str,
+                 stream: str, versions: tuple[tuple[str, str], ...] = ()) -> None:
         self.entry = entry
         self.number = number
         self.pattern = pattern
@@ -66,6 +94,7 @@ class CompiledSig:
         self.specificity = specificity
         self.role = role
         self.stream = stream
+        self.versions = versions  # (package, specifier) pairs of the releases that print this wording
         self._regex: Any = None
 
     @property
@@ -113,6 +142,16 @@ class Fingerprint(NamedTuple):
     events: list[FingerprintEvent]
 
 
+def _signature(entries: list[EntryInfo], row: SignatureRow) -> CompiledSig:
+    return CompiledSig(entries[row.entry], row.number, row.pattern, row.anchors, row.specificity, row.role, row.stream,
+                       tuple(sorted(row.versions.items())))
+
+
+def _fingerprint(entries: list[EntryInfo], row: FingerprintRow) -> Fingerprint:
+    events = [FingerprintEvent(ev.pattern, tuple(ev.anchors), ev.level) for ev in (EventRow(*e) for e in row.events)]
+    return Fingerprint(entries[row.entry], row.within, events)
+
+
 class KbIndex:
     """What the matcher and scanner need: entries, signatures, and a word index over their anchors."""
 
@@ -144,15 +183,11 @@ class KbIndex:
         ]
         self.by_id = {e.id: e for e in self.entries}
         self.tombstones: dict[str, str | None] = index.get("tombstones", {})
-        self.signatures = [
-            CompiledSig(self.entries[s[0]], s[1], s[2], s[3], s[4], s[5], s[6]) for s in index["signatures"]
-        ]
-        self.fingerprints = [
-            Fingerprint(self.entries[f[0]], f[1], [FingerprintEvent(p, tuple(a), level) for p, a, level in f[2]])
-            for f in index.get("fingerprints", [])
-        ]
+        rows = [SignatureRow(*s) for s in index["signatures"]]
+        self.signatures = [_signature(self.entries, row) for row in rows]
+        self.fingerprints = [_fingerprint(self.entries, FingerprintRow(*f)) for f in index.get("fingerprints", [])]
         self._entries_loader = entries_loader
-        self._build_word_index([s[7] for s in index["signatures"]])
+        self._build_word_index([row.keys for row in rows])
 
     def _build_word_index(self, keys: list[list[str | None]]) -> None:
         # Each anchor is filed under the word the compiler chose for it (its rarest interior word); a line is
@@ -261,11 +296,13 @@ class KbIndex:
         entry_no = {id(e): k for k, e in enumerate(self.entries)}
         sig_no = {id(s): k for k, s in enumerate(self.signatures)}
         state["signatures"] = [
-            (entry_no[id(s.entry)], s.number, s.pattern, s.anchors, s.specificity, s.role, s.stream)
+            SignatureRow(entry_no[id(s.entry)], s.number, s.pattern, list(s.anchors), s.specificity, s.role, s.stream,
+                         dict(s.versions), [])
             for s in self.signatures
         ]
         state["fingerprints"] = [
-            (entry_no[id(f.entry)], f.within, [(ev.pattern, ev.anchors, ev.level) for ev in f.events])
+            FingerprintRow(entry_no[id(f.entry)], f.within,
+                           [EventRow(ev.pattern, list(ev.anchors), ev.level) for ev in f.events])
             for f in self.fingerprints
         ]
         state["word_index"] = {word: [sig_no[id(s)] for s in bucket] for word, bucket in self.word_index.items()}
@@ -287,14 +324,11 @@ class KbIndex:
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = dict(state)
         entries = [EntryInfo(*e) for e in state["entries"]]
-        signatures = [CompiledSig(entries[s[0]], *s[1:]) for s in state["signatures"]]
+        signatures = [_signature(entries, SignatureRow(*s)) for s in state["signatures"]]
         state["entries"] = entries
         state["by_id"] = {e.id: e for e in entries}
         state["signatures"] = signatures
-        state["fingerprints"] = [
-            Fingerprint(entries[f[0]], f[1], [FingerprintEvent(p, tuple(a), level) for p, a, level in f[2]])
-            for f in state["fingerprints"]
-        ]
+        state["fingerprints"] = [_fingerprint(entries, FingerprintRow(*f)) for f in state["fingerprints"]]
         state["word_index"] = {word: [signatures[k] for k in bucket] for word, bucket in state["word_index"].items()}
         state["_always_sigs"] = [[signatures[k] for k in bucket] for bucket in state["_always_sigs"]]
         state["_always_set"] = None

@@ -16,7 +16,18 @@ from typing import Any
 
 import re2
 
-from .bundle import _RE2_OPTIONS, _WORD, BUNDLE_FORMAT, ENTRIES_FILE, FUZZY_FILE, INDEX_FILE, KbIndex
+from .bundle import (
+    _RE2_OPTIONS,
+    _WORD,
+    BUNDLE_FORMAT,
+    ENTRIES_FILE,
+    FUZZY_FILE,
+    INDEX_FILE,
+    EventRow,
+    FingerprintRow,
+    KbIndex,
+    SignatureRow,
+)
 from .errors import KnowledgeBaseError
 from .fuzzy import FUZZY_FORMAT, comparable, skeleton
 from .loader import KnowledgeBase, load_kb
@@ -39,8 +50,8 @@ def _verify_commands(entry: Entry) -> list[str]:
 def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return (index, entries) as JSON-ready objects. The knowledge base must have passed `check`."""
     entries: list[dict[str, Any]] = []
-    signatures: list[list[Any]] = []
-    fingerprints: list[list[Any]] = []
+    signatures: list[SignatureRow] = []
+    fingerprints: list[FingerprintRow] = []
     for i, entry_id in enumerate(sorted(kb.entries)):
         entry = kb.entries[entry_id]
         entries.append(
@@ -64,16 +75,15 @@ def compile_kb(kb: KnowledgeBase) -> tuple[dict[str, Any], dict[str, Any]]:
         )
         for j, sig in enumerate(entry.signatures):
             compiled = compile_signature(sig)
-            signatures.append(
-                [i, j, compiled.pattern, list(compiled.anchors), compiled.specificity, sig.role.value, sig.stream.value]
-            )
+            signatures.append(SignatureRow(i, j, compiled.pattern, list(compiled.anchors), compiled.specificity,
+                                           sig.role.value, sig.stream.value, dict(sorted(sig.versions.items())), []))
         if entry.fingerprint:
             events = [compile_signature(Signature(kind=ev.kind, text=ev.text)) for ev in entry.fingerprint.events]
-            fingerprints.append([i, entry.fingerprint.within_lines, [
-                [c.pattern, list(c.anchors), ev.level] for c, ev in zip(events, entry.fingerprint.events, strict=True)
-            ]])
-    for row, keys in zip(signatures, anchor_keys([s[3] for s in signatures]), strict=True):
-        row.append(keys)
+            fingerprints.append(FingerprintRow(i, entry.fingerprint.within_lines, [
+                EventRow(c.pattern, list(c.anchors), ev.level) for c, ev in zip(events, entry.fingerprint.events, strict=True)
+            ]))
+    keys = anchor_keys([row.anchors for row in signatures])
+    signatures = [row._replace(keys=k) for row, k in zip(signatures, keys, strict=True)]
     full = {
         entry_id: kb.entries[entry_id].model_dump(mode="json", exclude_none=True) for entry_id in sorted(kb.entries)
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import re2
@@ -43,63 +44,40 @@ def score_for(specificity: int) -> int:
     return min(99, 55 + specificity // 2)
 
 
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Match:
     """One entry that `match` found in the text, with the evidence."""
 
-    __slots__ = (
-        "blame",
-        "fix",
-        "id",
-        "line",
-        "line_number",
-        "phase",
-        "retry",
-        "role",
-        "score",
-        "severity",
-        "signature",
-        "specificity",
-        "tier",
-        "title",
-        "url",
-        "values",
-        "version_notes",
-    )
-
-    def __init__(self, *, id: str, title: str, phase: str, severity: str, score: int, signature: str, role: str,
-                 line: str, values: dict[str, Any] | None = None, fix: str = "", url: str = "", specificity: int = 0,
-                 line_number: int = 1, retry: str | None = None, blame: str | None = None,
-                 tier: str = EXACT, version_notes: tuple[str, ...] = ()) -> None:
-        self.id = id
-        self.title = title
-        self.phase = phase
-        self.severity = severity
-        self.score = score  # 0-100
-        self.signature = signature  # the pattern that matched
-        self.role = role  # the signature's role: initiating or collateral
-        self.line = line  # the normalised line it matched
-        self.values = values if values is not None else {}  # extracted values: sizes, ranks, codes
-        self.fix = fix  # the one-line fix
-        self.url = url  # the entry's page on the hub
-        self.specificity = specificity
-        self.line_number = line_number  # 1-based, within the text given
-        self.retry = retry  # the entry's response: no | yes | elsewhere | depends
-        self.blame = blame
-        # "exact"; "normalized": found only after undoing pasted-text artifacts; "fuzzy": close to a known
-        # wording, no signature matched (`signature` is then that wording's skeleton); "evidence": an exception
-        # class alone (`signature` is the class)
-        self.tier = tier
-        # What the versions the text (or --env) names say of the entry's affected versions; an answer outside
-        # them is ranked after the others, never dropped
-        self.version_notes = version_notes
+    id: str
+    title: str
+    phase: str
+    severity: str
+    score: int  # 0-100
+    signature: str  # the pattern that matched
+    role: str  # the signature's role: initiating or collateral
+    line: str  # the normalised line it matched
+    values: dict[str, Any] = field(default_factory=dict)  # extracted values: sizes, ranks, codes
+    fix: str = ""  # the one-line fix
+    url: str = ""  # the entry's page on the hub
+    specificity: int = 0
+    line_number: int = 1  # 1-based, within the text given
+    retry: str | None = None  # the entry's response: no | yes | elsewhere | depends
+    blame: str | None = None
+    # "exact"; "normalized": found only after undoing pasted-text artifacts; "fuzzy": close to a known wording, no
+    # signature matched (`signature` is then that wording's skeleton); "evidence": an exception class alone
+    # (`signature` is the class)
+    tier: str = EXACT
+    # What the versions the text (or --env) names say of the entry's affected versions, and of the releases that
+    # print the matched wording; an answer outside the affected versions is ranked after the others, never dropped
+    version_notes: tuple[str, ...] = ()
+    # The releases that print the matched wording, as (package, specifier) pairs; () when every release does
+    printed_by: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = {name: getattr(self, name) for name in self.__slots__}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["version_notes"] = list(self.version_notes)
+        d["printed_by"] = dict(self.printed_by)
         return d
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Match) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         return (f"Match(id={self.id!r}, score={self.score}, tier={self.tier!r}, line={self.line[:60]!r}, "
@@ -239,6 +217,7 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
                 retry=sig.entry.retry,
                 blame=sig.entry.blame,
                 tier=tier,
+                printed_by=sig.versions,
             ),
         )
 
@@ -277,23 +256,30 @@ def _versions(found: dict[str, Match], index: KbIndex, raw_lines: list[str],
               given: Mapping[str, str] | None) -> set[str]:
     """Notes each answer's versions; returns the entries the versions seen fall outside of."""
     outside: set[str] = set()
-    if not any(info.versions for m in found.values() if (info := index.by_id.get(m.id)) is not None):
+    for m in found.values():  # the wording alone says which releases printed it
+        if m.printed_by:
+            said = ", ".join(f"{package} {spec}" for package, spec in m.printed_by)
+            found[m.id] = replace(m, version_notes=(*m.version_notes, f"this wording is printed by {said}"))
+    if not any(m.printed_by or ((info := index.by_id.get(m.id)) is not None and info.versions)
+               for m in found.values()):
         return outside
     if not given and not any(h in line for line in raw_lines for h in _VERSION_HINTS):
         return outside
-    from .versions import assess, read_versions
+    from .versions import assess, printed_by_other, read_versions
 
     seen = {**read_versions(raw_lines), **(given or {})}
     if not seen:
         return outside
-    for m in found.values():
+    for m in list(found.values()):
         info = index.by_id.get(m.id)
-        if info is None or not info.versions:
-            continue
-        verdict = assess(dict(info.versions), seen)
-        m.version_notes = verdict.notes
-        if verdict.outside:
-            outside.add(m.id)
+        notes = list(m.version_notes)
+        if info is not None and info.versions:
+            verdict = assess(dict(info.versions), seen)
+            notes.extend(verdict.notes)
+            if verdict.outside:
+                outside.add(m.id)
+        notes.extend(printed_by_other(dict(m.printed_by), seen))
+        found[m.id] = replace(m, version_notes=tuple(notes))
     return outside
 
 

@@ -192,6 +192,19 @@ def _check_http_url(value: str) -> str:
     return value
 
 
+def _check_specifiers(value: dict[str, str]) -> dict[str, str]:
+    for package, spec in value.items():
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", package):
+            raise ValueError(f"{package!r} is not a package name")
+        try:
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise ValueError(
+                f"{spec!r} for {package} is not a PEP 440 specifier; write e.g. '<0.12.0' or '>=2.6,<2.8'"
+            ) from None
+    return value
+
+
 class Signature(_Strict):
     """One line's worth of text that the failing software prints."""
 
@@ -209,6 +222,17 @@ class Signature(_Strict):
         "pattern when left out; give them for patterns the derivation cannot read.",
     )
     note: str | None = Field(default=None, description="Which software or version prints this wording.")
+    versions: dict[str, str] = Field(
+        default_factory=dict,
+        description="Package name to PEP 440 specifier of the releases that print this wording, e.g. nccl: "
+        "'>=2.23.4,<2.28.9', when it is printed by some releases only (checked in the project's history). A line "
+        "that matches says which releases it comes from; versions the log names outside them are pointed out.",
+    )
+
+    @field_validator("versions")
+    @classmethod
+    def _specifiers(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_specifiers(value)
 
 
 class FingerprintEvent(_Strict):
@@ -241,16 +265,7 @@ class Conditions(_Strict):
     @field_validator("versions")
     @classmethod
     def _specifiers(cls, value: dict[str, str]) -> dict[str, str]:
-        for package, spec in value.items():
-            if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", package):
-                raise ValueError(f"{package!r} is not a package name")
-            try:
-                SpecifierSet(spec)
-            except InvalidSpecifier:
-                raise ValueError(
-                    f"{spec!r} for {package} is not a PEP 440 specifier; write e.g. '<0.12.0' or '>=2.6,<2.8'"
-                ) from None
-        return value
+        return _check_specifiers(value)
 
 
 class FixVariant(_Strict):

@@ -248,6 +248,8 @@ def _match_text(r: MatchResult, out: TextIO, err: TextIO) -> None:
         values = {k: val for k, val in m.values.items() if k != "exception"}
         if values:
             print("  values:  " + ", ".join(f"{v(k)}={v(val)}" for k, val in sorted(values.items())), file=out)
+        for note in m.version_notes:
+            print(f"  version: {v(note)}", file=out)
         print(f"  fix:     {v(m.fix)}", file=out)
         if m.retry:
             print(f"  retry:   {v(m.retry)} (blame: {v(m.blame)})", file=out)

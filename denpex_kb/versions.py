@@ -128,3 +128,22 @@ def assess(conditions: Mapping[str, str], seen: Mapping[str, str]) -> Assessment
             notes.append(f"your {package} {have} is outside the affected range ({spec_text}): "
                          "check the entry's checklist before acting on it")
     return Assessment(tuple(notes), outside)
+
+
+def printed_by_other(printed_by: Mapping[str, str], seen: Mapping[str, str]) -> tuple[str, ...]:
+    """Notes for a matched wording that the versions the log names do not print: the line comes from another
+    release than the one reported (a second installation, a container's own library), worth a look."""
+    notes = []
+    running = {canonical(k): v for k, v in seen.items()}
+    for package, spec_text in sorted(printed_by.items()):
+        have = running.get(canonical(package))
+        if have is None:
+            continue
+        try:
+            spec, version = SpecifierSet(spec_text), Version(have)
+        except (InvalidSpecifier, InvalidVersion):
+            continue
+        if not spec.contains(Version(version.base_version), prereleases=True):
+            notes.append(f"your {package} {have} does not print this wording ({package} {spec_text} does): the line "
+                         f"may come from another {package} than the one reported")
+    return tuple(notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -157,3 +158,77 @@ def test_a_plain_match_does_not_load_the_version_reader():
             "encountered'); print('denpex_kb.versions' in sys.modules, 'packaging.specifiers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+WORDED = """\
+id: worded-widget
+title: Worded widget failure
+summary: A generated entry whose two wordings come from different releases of widgetlib.
+phase: runtime
+tags: [pytorch]
+severity: high
+status: draft
+since: 0.2.0
+signatures:
+  - kind: literal
+    text: "widget spindle jammed"
+    versions: {widgetlib: "<2"}
+  - kind: literal
+    text: "widget spindle stuck"
+symptoms: [A generated symptom.]
+causes: [A generated cause.]
+checklist: [A generated check.]
+fix:
+  summary: A generated fix.
+  body: A generated fix body.
+examples:
+  match:
+    - text: "widget spindle jammed"
+      source: "captured: generated 1.0"
+"""
+
+
+@pytest.fixture()
+def worded(tmp_path: Path):
+    (tmp_path / "_tags.yaml").write_text((KB / "_tags.yaml").read_text())
+    (tmp_path / "worded-widget.yaml").write_text(WORDED)
+    return index_from_kb_dir(tmp_path, strict=False)
+
+
+def test_a_wording_says_which_releases_print_it(worded):
+    found = match("[rank0]: widget spindle jammed", index=worded)[0]
+    assert found.printed_by == (("widgetlib", "<2"),)
+    assert found.version_notes == ("this wording is printed by widgetlib <2",)
+    assert found.to_dict()["printed_by"] == {"widgetlib": "<2"}
+    other = match("widget spindle stuck", index=worded)[0]
+    assert other.printed_by == () and other.version_notes == ()
+
+
+def test_a_wording_the_reported_version_does_not_print_is_pointed_out(worded):
+    found = match("widget spindle jammed", index=worded, versions={"widgetlib": "2.3"})[0]
+    assert found.id == "worded-widget"  # still the answer: the wording names the failure
+    assert found.version_notes[-1].startswith("your widgetlib 2.3 does not print this wording (widgetlib <2 does)")
+    inside = match("[pip3] widgetlib==1.9\nwidget spindle jammed", index=worded)[0]
+    assert inside.version_notes == ("this wording is printed by widgetlib <2",)
+
+
+def test_signature_versions_must_be_specifiers(tmp_path: Path):
+    from denpex_kb.loader import load_kb
+
+    (tmp_path / "_tags.yaml").write_text((KB / "_tags.yaml").read_text())
+    (tmp_path / "worded-widget.yaml").write_text(WORDED.replace('"<2"', '"before two"'))
+    kb = load_kb(tmp_path)
+    assert any(p.code == "DKB003" and "PEP 440" in p.message for p in kb.problems), [p.render() for p in kb.problems]
+
+
+def test_the_cli_prints_the_version_notes(worded, tmp_path: Path):
+    from denpex_kb.compiler import write_bundle
+    from denpex_kb.loader import load_kb
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "_tags.yaml").write_text((KB / "_tags.yaml").read_text())
+    (tmp_path / "src" / "worded-widget.yaml").write_text(WORDED)
+    write_bundle(load_kb(tmp_path / "src"), tmp_path / "bundle")
+    out = subprocess.run([sys.executable, "-m", "denpex_kb", "match", "widget spindle jammed"], capture_output=True,
+                         text=True, env={**os.environ, "DENPEX_KB_BUNDLE": str(tmp_path / "bundle")})
+    assert "  version: this wording is printed by widgetlib <2" in out.stdout, out.stdout + out.stderr

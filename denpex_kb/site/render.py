@@ -119,7 +119,9 @@ def entry_sections(entry: Entry, titles: Mapping[str, str] | None = None) -> lis
         sections.append(commands)
     sigs = Section("Signatures")
     for s in entry.signatures:
-        sigs.add("text", f"{s.kind.value}, {s.stream.value}, {s.role.value}" + (f": {s.note}" if s.note else ""))
+        printed_by = ", ".join(f"{package} {spec}" for package, spec in sorted(s.versions.items()))
+        sigs.add("text", f"{s.kind.value}, {s.stream.value}, {s.role.value}" + (f": {s.note}" if s.note else "")
+                 + (f" (printed by {printed_by})" if printed_by else ""))
         sigs.add("code", s.text)
     sections.append(sigs)
     examples = Section("Real output")
