@@ -722,13 +722,15 @@ def _release(mm: Any, done: int, upto: int) -> int:
     return done
 
 
-def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: LookbackPlan | None = None) -> _Hits:
+def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: LookbackPlan | None = None,
+                 fold: Callable[[list[tuple[int, bytes]]], list[tuple[int, bytes]]] | None = None) -> _Hits:
     """Candidate lines of [start, end) of a memory-mapped file: no copies, windows of CHUNK bytes cut at line
     breaks (a line longer than a window is searched in pieces, each reported with the line's number). A lookback
     may add a line from before the window, even before `start`: its number is then counted back (0 or less
     before `start`; the parent adds the lines of the ranges before)."""
     out = _Hits()
     sent: set[int] = set()
+    window: list[tuple[int, bytes]] = []
     view = memoryview(mm)
     counted, lines = start, 0
     released = start - start % mmap.PAGESIZE
@@ -745,11 +747,13 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: 
             line_end = min(line_end, line_start + MAX_LINE)
             if line_start < counted:  # a leading line from an earlier window: counted back, not forward
                 number = lines - count_newlines(view[line_start:counted]) + 1
-                out.lines.append((number, bytes(view[line_start:line_end])))
+                window.append((number, bytes(view[line_start:line_end])))
                 continue
             lines += count_newlines(view[counted:line_start])
             counted = line_start
-            out.lines.append((lines + 1, bytes(view[line_start:line_end])))
+            window.append((lines + 1, bytes(view[line_start:line_end])))
+        out.lines.extend(fold(window) if fold is not None else window)
+        window.clear()
         lines += count_newlines(view[counted:b])
         counted = a = b
         released = _release(mm, released, b)
@@ -772,49 +776,58 @@ def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _H
         # A file truncated while mapped kills this worker with SIGBUS; the parent then reads it the safe way.
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             index = _FORKED_INDEX.get(key)
-            hits = _mapped_hits(mm, start, end, prefilter, LookbackPlan(index) if index is not None else None)
-    return _fold(hits, index, _FORKED_RANK.get(key)) if index is not None else hits
+            if index is None:
+                return _mapped_hits(mm, start, end, prefilter)
+            folded: dict[tuple[str, str], list[Any]] = {}
+            hits = _mapped_hits(mm, start, end, prefilter, LookbackPlan(index),
+                                _Folder(index, _FORKED_RANK.get(key), folded))
+            hits.folded = folded
+            return hits
 
 
-def _fold(hits: _Hits, index: KbIndex, path_rank: int | None = None) -> _Hits:
+class _Folder:
     """Repeats folded where they are found, so a log in which every line is a failure does not send every line
     to the parent: a line a signature names, that no fingerprint or version reader needs to see, and whose
     group (entry, masked text) this worker has already sent once, only adds its count, rank and host. The
-    parent's report is the same as if it had read every line: a repeat only ever does that to its group."""
-    kept: list[tuple[int, bytes]] = []
-    seen: set[tuple[str, str]] = set()
-    folded = hits.folded
-    events = [ev for fp in index.fingerprints for ev in fp.events]
-    memo: dict[str, str | None] = {}  # text -> the entry it is folded under (None: sent whole)
-    for number, raw in hits.lines:
-        line = strip_prefixes(raw.decode("utf-8", "replace"))
-        text = line.text
-        if line.rank is None:
-            line.rank = path_rank
-        if text not in memo:
-            found = _classify(index, text) if text else None
+    parent's report is the same as if it had read every line: a repeat only ever does that to its group. Fed a
+    window at a time, so a worker never holds more than one window's candidate lines."""
+
+    def __init__(self, index: KbIndex, path_rank: int | None, folded: dict[tuple[str, str], list[Any]]) -> None:
+        self.index = index
+        self.path_rank = path_rank
+        self.folded = folded
+        self.seen: set[tuple[str, str]] = set()
+        self.events = [ev for fp in index.fingerprints for ev in fp.events]
+        self.memo: dict[str, tuple[str, str] | None] = {}  # text -> its group (None: sent whole)
+
+    def _group(self, text: str) -> tuple[str, str] | None:
+        if text not in self.memo:
+            found = _classify(self.index, text) if text else None
             whole = (found is None or any(marker in text for marker in VERSION_MARKERS)
-                     or any(ev.matches(text) for ev in events))
-            if len(memo) >= MEMO_LINES:
-                memo.clear()
-            memo[text] = None if whole or found is None else found[0].entry.id
-        entry_id = memo[text]
-        if entry_id is None:
-            kept.append((number, raw))
-            continue
-        group = (entry_id, mask_line(text))
-        if group not in seen:
-            seen.add(group)
-            kept.append((number, raw))
-            continue
-        extra = folded.setdefault(group, [0, {}, {}])  # count, ranks, hosts (dicts: ordered sets)
-        extra[0] += 1
-        if line.rank is not None and len(extra[1]) < MAX_RANKS:
-            extra[1].setdefault(line.rank)
-        if line.host and len(extra[2]) < MAX_HOSTS:
-            extra[2].setdefault(line.host)
-    hits.lines = kept
-    return hits
+                     or any(ev.matches(text) for ev in self.events))
+            if len(self.memo) >= MEMO_LINES:
+                self.memo.clear()
+            self.memo[text] = None if whole or found is None else (found[0].entry.id, mask_line(text))
+        return self.memo[text]
+
+    def __call__(self, lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        kept: list[tuple[int, bytes]] = []
+        for number, raw in lines:
+            line = strip_prefixes(raw.decode("utf-8", "replace"))
+            group = self._group(line.text)
+            if group is None or group not in self.seen:
+                if group is not None:
+                    self.seen.add(group)
+                kept.append((number, raw))
+                continue
+            rank = line.rank if line.rank is not None else self.path_rank
+            extra = self.folded.setdefault(group, [0, {}, {}])  # count, ranks, hosts (dicts: ordered sets)
+            extra[0] += 1
+            if rank is not None and len(extra[1]) < MAX_RANKS:
+                extra[1].setdefault(rank)
+            if line.host and len(extra[2]) < MAX_HOSTS:
+                extra[2].setdefault(line.host)
+        return kept
 
 
 def _usable_cpus() -> int:
