@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .exitcodes import LAUNCHER_EXITS
 from .normalize import safe_int
 from .verdict import parse_stamp
 
@@ -18,14 +19,9 @@ if TYPE_CHECKING:
 
 # What a negative exit code in a launcher summary says: the signal that ended the rank, and the entry that
 # usually explains it.
+# Each code's signal name, the entry it most often means, and what it means (exitcodes.py holds the one table).
 EXIT_SIGNALS: dict[int, tuple[str, str | None, str]] = {
-    -6: ("SIGABRT", None, "the process aborted itself (a failed C++ check or abort()); look for the last error it printed"),
-    -7: ("SIGBUS", "dataloader-worker-killed-shm", "a bus error, most often shared memory (/dev/shm) running out"),
-    -9: ("SIGKILL", "host-oom-killed", "killed from outside, most often by the host OOM killer or the scheduler"),
-    -11: ("SIGSEGV", "segmentation-fault", "a segmentation fault in native code"),
-    -15: ("SIGTERM", "job-preempted-sigterm", "asked to stop: preemption, a time limit, or the launcher stopping siblings"),
-    137: ("SIGKILL", "host-oom-killed", "exit status 137 is 128+9: killed by SIGKILL, most often the OOM killer"),
-    139: ("SIGSEGV", "segmentation-fault", "exit status 139 is 128+11: a segmentation fault"),
+    code: (row.signal, row.likely, row.meaning) for code, row in LAUNCHER_EXITS.items()
 }
 
 

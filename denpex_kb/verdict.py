@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .exitcodes import LAUNCHER_EXITS
 from .normalize import safe_int
 
 if TYPE_CHECKING:
@@ -114,21 +115,6 @@ def _where(finding: Finding) -> str:
     return what
 
 
-# A launcher's exit code read in context: (what it says alone, the entry it most often means, entries whose
-# presence in the same log explain it instead).
-EXIT_CONTEXT: dict[int, tuple[str, str | None, tuple[str, ...]]] = {
-    -6: ("SIGABRT: the rank aborted itself", None, ("nccl-watchdog-timeout", "collective-mismatch-desync")),
-    -7: ("SIGBUS, most often /dev/shm exhausted", "dataloader-worker-killed-shm", ()),
-    -8: ("SIGFPE, a floating-point exception in native code", "floating-point-exception", ()),
-    -9: ("SIGKILL: killed from outside (the host OOM killer, the scheduler or a person)", None,
-         ("host-oom-killed", "slurm-time-limit", "job-preempted-sigterm")),
-    -11: ("SIGSEGV, a crash in native code", "segmentation-fault", ()),
-    -15: ("SIGTERM: asked to stop", None, ("job-preempted-sigterm", "slurm-time-limit")),
-    137: ("exit status 137 (128+9, SIGKILL): killed from outside", None,
-          ("host-oom-killed", "slurm-time-limit", "job-preempted-sigterm")),
-    139: ("exit status 139 (128+11, SIGSEGV)", "segmentation-fault", ()),
-    143: ("exit status 143 (128+15, SIGTERM): asked to stop", None, ("job-preempted-sigterm", "slurm-time-limit")),
-}
 
 
 def _exit_code(finding: Finding) -> int | None:
@@ -141,12 +127,13 @@ def _from_exit_code(report: ScanReport, initiating: Finding) -> Verdict | None:
     index = report.index
     assert index is not None
     launcher = [f for f in report.findings if "launcher" in getattr(index.by_id.get(f.id or ""), "tags", ())]
-    codes = [c for c in (_exit_code(f) for f in [initiating, *launcher]) if c is not None and c in EXIT_CONTEXT]
+    codes = [c for c in (_exit_code(f) for f in [initiating, *launcher]) if c is not None and c in LAUNCHER_EXITS]
     if not codes:
         return None
     # Rows with -15 are usually the siblings the launcher stopped after the first failure: any other code wins.
     code = next((c for c in codes if c != -15), codes[0])
-    meaning, usual, explained_by = EXIT_CONTEXT[code]
+    row = LAUNCHER_EXITS[code]
+    meaning, usual, explained_by = row.short, row.likely if row.names_likely else None, row.explained_by
     present = {f.id for f in report.findings if f.id}
     for entry_id in explained_by:
         info = index.by_id.get(entry_id)

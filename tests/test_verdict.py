@@ -153,3 +153,16 @@ def test_an_exit_code_alone_is_read_for_what_it_usually_means(tmp_path: Path, co
     assert f"exit code {code} is the only evidence" in verdict.reason
     if entry:
         assert verdict.entry == entry and f"most often {entry}" in verdict.reason
+
+
+@pytest.mark.parametrize("code", [-6, -7, -8, -9, -11, -15, 137, 139, 143])
+def test_the_scan_hint_and_the_verdict_read_one_exit_code_table(tmp_path: Path, code: int):
+    from denpex_kb.exitcodes import LAUNCHER_EXITS
+
+    row = LAUNCHER_EXITS[code]
+    report = scan(_log(tmp_path, _torchrun_summary(code)))
+    hints = [h for h in report.hints if f"exit code {code} ({row.signal})" in h]
+    assert hints and row.meaning in hints[0], report.hints
+    if row.likely and row.likely in report.index.by_id and report.initiating.id != row.likely:
+        assert f"see {row.likely}" in hints[0]
+    assert report.verdict is not None and row.short in report.verdict.reason, report.verdict
