@@ -124,9 +124,9 @@ class FuzzyIndex:
         self.known = [Known(*row) for row in data["known"]]
         self.evidence: dict[str, list[int]] = data["evidence"]
         postings: dict[str, list[int]] = {}
-        self._weights: list[dict[str, float]] = []
-        for k, known in enumerate(self.known):
-            for word in set(content_words(known.text)):
+        self._words = [content_words(known.text) for known in self.known]  # each wording's, computed once
+        for k, words in enumerate(self._words):
+            for word in set(words):
                 postings.setdefault(word, []).append(k)
         n = max(1, len(self.known))
         self._idf = {word: math.log(1 + n / len(ids)) for word, ids in postings.items()}
@@ -137,8 +137,6 @@ class FuzzyIndex:
         # vocabulary entry: most of a vocabulary is rare names, which would make every new word decisive).
         occurrences = sorted(self._idf[w] for w, ids in postings.items() for _ in ids)
         self._unseen = occurrences[len(occurrences) // 2] if occurrences else 1.0
-        for known in self.known:
-            self._weights.append({w: self._idf[w] for w in set(content_words(known.text))})
 
     def _candidates(self, words: set[str], exclude: frozenset[int]) -> list[int]:
         """The known wordings that share the most rare vocabulary with `words`, at most _CANDIDATES."""
@@ -173,7 +171,8 @@ class FuzzyIndex:
             # wording starts; a tail that many messages share ("compile with TORCH_USE_CUDA_DSA") names none.
             return 0.0
         window = longer[aligned.dest_start:aligned.dest_end]
-        short_words, window_words = content_words(shorter), content_words(window)
+        short_words = self._words[k] if shorter is known else content_words(shorter)
+        window_words = content_words(window)
         if _KEPT.intersection(short_words).symmetric_difference(_KEPT.intersection(window_words)):
             return 0.0  # nan on one side only: the value that makes it a failure differs
         short_classes, window_classes = _classes(short_words), _classes(window_words)
