@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_scan import FAILED, HEALTHY, OOM, WATCHDOG
 
 import denpex_kb
 from denpex_kb import scan, scan_many
@@ -165,23 +166,8 @@ def plain_loop(jobs: list[tuple[str, list[str]]]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------------------------
 # A real multi-rank job (the fixture of tests/test_scan.py), in every form a job can take
 
-OOM = (
-    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
-    "4.00 GiB of which 2.35 GiB is free. Of the allocated memory 825.15 MiB is allocated by PyTorch, and 24.85 MiB "
-    "is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
-)  # https://github.com/jhc13/taggui/issues/188
-WATCHDOG = (
-    "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
-    "WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for "
-    "600060 milliseconds before timing out."
-)  # https://github.com/hiyouga/LlamaFactory/issues/7396
-FAILED = ("E1129 19:04:31.067000 5671 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
-          "local_rank: 1 (pid: 5787) of binary: /tmp/venv/bin/python")
-
-
 def oom_job() -> bytes:
-    lines = [f"[rank{r}]: step {s} | loss {2.5 - s / 1000:.4f} | lr 3.0e-4" for s in range(50) for r in range(8)]
+    lines = list(HEALTHY)
     lines += ["[rank3]: Traceback (most recent call last):", '[rank3]:   File "train.py", line 88, in <module>',
               f"[rank3]: {OOM}"]
     lines += [f"[rank{r}]:{WATCHDOG}" for r in (0, 1, 2, 4, 5, 6, 7)]

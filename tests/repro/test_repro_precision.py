@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("deepspeed")
 
-import denpex_kb  # noqa: E402
+from _helpers import run_failing, write_script
 
-from _helpers import run_failing, write_script  # noqa: E402
+import denpex_kb
 
 SCRIPTS = {
     "world-size-one": (
