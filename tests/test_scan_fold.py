@@ -64,3 +64,30 @@ def test_a_worker_sends_each_group_once(tmp_path: Path):
     assert sum(extra[0] for extra in hits.folded.values()) + len(hits.lines) == len(lines)
     oom = next(extra for group, extra in hits.folded.items() if group[0] == "cuda-out-of-memory")
     assert set(oom[1]) == set(range(64)) and set(oom[2]) == {f"node{h}" for h in range(8)}
+
+
+def test_a_worker_folds_a_window_at_a_time(tmp_path: Path, monkeypatch):
+    """The worker never holds every candidate line of its range: each window's lines are folded before the next
+    window is read (a 1 GB log of failures would otherwise sit in one worker's memory)."""
+    import mmap
+
+    from denpex_kb import scanner
+    from denpex_kb.bundle import default_index
+
+    monkeypatch.setattr(scanner, "CHUNK", 16 << 10)
+    log = tmp_path / "all.log"
+    lines = _all_failures()
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = default_index()
+    folded: dict = {}
+    fold = scanner._Folder(index, None, folded)
+    windows: list[int] = []
+
+    def recording(window):
+        windows.append(len(window))
+        return fold(window)
+
+    with log.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        hits = scanner._mapped_hits(mm, 0, log.stat().st_size, scanner.prefilter_for(index), None, recording)
+    assert len(windows) > 10 and max(windows) < len(lines) / 5  # many windows, none holding most of the lines
+    assert len(hits.lines) < 20 and sum(extra[0] for extra in folded.values()) + len(hits.lines) == len(lines)
