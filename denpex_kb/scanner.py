@@ -785,6 +785,14 @@ def _range_worker(path: str, start: int, end: int, key: str = "prefilter") -> _H
             return hits
 
 
+_NOTHING = ("", "")  # _Folder's mark for a line that would leave no trace in the parent's report
+
+
+def _exception_or_header(text: str) -> bool:
+    """Whether the collector would keep the line for its tracebacks or bare exceptions."""
+    return bool(text) and (text.startswith(TRACEBACK) or exception_type(text) is not None)
+
+
 class _Folder:
     """Repeats folded where they are found, so a log in which every line is a failure does not send every line
     to the parent: a line a signature names, that no fingerprint or version reader needs to see, and whose
@@ -798,16 +806,23 @@ class _Folder:
         self.folded = folded
         self.seen: set[tuple[str, str]] = set()
         self.events = [ev for fp in index.fingerprints for ev in fp.events]
-        self.memo: dict[str, tuple[str, str] | None] = {}  # text -> its group (None: sent whole)
+        # text -> its group; None: sent whole; _NOTHING: a line the parent would do nothing with
+        self.memo: dict[str, tuple[str, str] | None] = {}
 
     def _group(self, text: str) -> tuple[str, str] | None:
         if text not in self.memo:
             found = _classify(self.index, text) if text else None
-            whole = (found is None or any(marker in text for marker in VERSION_MARKERS)
-                     or any(ev.matches(text) for ev in self.events))
+            followed = (any(marker in text for marker in VERSION_MARKERS)
+                        or any(ev.matches(text) for ev in self.events))
+            if found is not None and not followed:
+                group: tuple[str, str] | None = (found[0].entry.id, mask_line(text))
+            elif found is None and not followed and not _exception_or_header(text):
+                group = _NOTHING  # an anchor hit no signature confirmed, in no traceback: nothing to report
+            else:
+                group = None
             if len(self.memo) >= MEMO_LINES:
                 self.memo.clear()
-            self.memo[text] = None if whole or found is None else (found[0].entry.id, mask_line(text))
+            self.memo[text] = group
         return self.memo[text]
 
     def __call__(self, lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
@@ -815,6 +830,8 @@ class _Folder:
         for number, raw in lines:
             line = strip_prefixes(raw.decode("utf-8", "replace"))
             group = self._group(line.text)
+            if group is _NOTHING:
+                continue
             if group is None or group not in self.seen:
                 if group is not None:
                     self.seen.add(group)
