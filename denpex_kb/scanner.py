@@ -99,7 +99,7 @@ class _Facts(NamedTuple):
 class _Collector:
     """Per-line logic shared by every input path: normalise, match, remember tracebacks, fold repeats."""
 
-    def __init__(self, index: KbIndex) -> None:
+    def __init__(self, index: KbIndex, *, given_versions: Mapping[str, str] | None = None) -> None:
         self.index = index
         self.groups: dict[tuple[str, str], Finding] = {}
         self.tracebacks: dict[tuple[int, int | None], int] = {}  # (file, rank) -> line of the last header
@@ -115,7 +115,7 @@ class _Collector:
         self.versions: dict[str, str] = {}  # package -> the version the log first prints for it
         self.path_rank: int | None = None  # the rank the current file's path names (torchrun --log-dir)
         self.error_file = False  # reading a TorchElastic error file: its findings are the rank's own account
-        self.given_versions: dict[str, str] = {}  # from the caller (--env FILE): they win
+        self.given_versions = dict(given_versions or {})  # from the caller (--env FILE): they win
         # (anchor, fingerprint) pairs: a line that holds none of a fingerprint's anchors cannot move it on
         self._fp_anchors = [(a, k) for k, fp in enumerate(index.fingerprints) for ev in fp.events for a in ev.anchors]
         self._memo: dict[str, _Facts] = {}
@@ -132,6 +132,11 @@ class _Collector:
                 self._memo.clear()
             self._memo[text] = facts
         return facts
+
+    def begin_file(self, file_no: int, name: str | None, path_rank: int | None, *, error_file: bool = False) -> None:
+        """The lines that follow come from this file (its place among the job's files, its name, the rank its
+        path names); `error_file`: it is a TorchElastic error file, the rank's own account of its failure."""
+        self.file_no, self.file_name, self.path_rank, self.error_file = file_no, name, path_rank, error_file
 
     def line(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
@@ -953,8 +958,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
         raise TypeError("scan_many takes a list of sources")
     sources = [_as_source(s) for s in sources]
     index = index or default_index()
-    collector = _Collector(index)
-    collector.given_versions = dict(versions or {})
+    collector = _Collector(index, given_versions=versions)
     prefilter = prefilter_for(index)
     deferred = index.deferred_anchors  # lines of an iterable are read one by one: no lookback needed
     total = 0
@@ -970,8 +974,6 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
     errors: list[ScanError] = []
     unopened: list[ScanError] = []  # files that could not be opened; the others of the job are still scanned
     for file_no, src in enumerate([*paths, *others]):
-        collector.file_no = file_no
-        collector.path_rank = rank_from_path(str(src)) if isinstance(src, (str, os.PathLike)) else None
         if isinstance(src, (str, os.PathLike)) or hasattr(src, "read"):
             if hasattr(src, "read"):
                 refuse_endless_stdin(src)
@@ -985,7 +987,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                     unopened.append(exc)
                     errors.append(exc)
                     continue
-            collector.file_name = name
+            collector.begin_file(file_no, name, rank_from_path(name) if owned else None)
             names.append(name)
             if owned:
                 _sniff_file(Path(src), collector)  # type: ignore[arg-type]
@@ -1001,7 +1003,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
             if err is not None:
                 errors.append(err)
         else:
-            collector.file_name = None
+            collector.begin_file(file_no, None, None)
             names.append("<lines>")
             number = 0
             for number, item in enumerate(cast("Iterable[str | bytes]", src), 1):
@@ -1017,13 +1019,11 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
         if lines is None:
             errors.append(ScanError(f"{path}: not a TorchElastic error file"))
             continue
-        collector.file_no, collector.file_name = number_of_file, path
-        collector.path_rank = rank_from_path(os.path.join(os.path.dirname(path), "stderr.log"))
-        collector.error_file = True
+        collector.begin_file(number_of_file, path, rank_from_path(os.path.join(os.path.dirname(path), "stderr.log")),
+                             error_file=True)
         names.append(path)
         for number, raw in enumerate(lines, 1):
             collector.line(raw, number)
-        collector.error_file = False
     if unopened and not names:  # nothing at all was read: no report would be true
         raise ScanError("; ".join(str(e) for e in unopened))
     report = collector.report(total, names)
