@@ -72,7 +72,7 @@ PREFIXES: tuple[Prefix, ...] = (
 _FIELDS = ("rank", "host", "pid", "stamp")
 
 
-def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], list[tuple[str, dict[str, int]]]]:
+def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], list[tuple[str, tuple[int, ...]]]]:
     """Every prefix in one alternation, tried in order (as a loop over PREFIXES would, but in one call): group
     `_k` says which prefix matched, and its fields are renamed `_k_<field>` (a name may not repeat)."""
     parts, table = [], []
@@ -83,8 +83,8 @@ def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], list[tuple
         parts.append(f"(?P<_{k}>{source})")
     pattern = re.compile("|".join(parts))
     for k, prefix in enumerate(prefixes):
-        fields = {f: pattern.groupindex[f"_{k}_{f}"] for f in _FIELDS if f"_{k}_{f}" in pattern.groupindex}
-        table.append((prefix.name, fields))
+        # the group number of each of _FIELDS in this prefix (0 where it has none)
+        table.append((prefix.name, tuple(pattern.groupindex.get(f"_{k}_{f}", 0) for f in _FIELDS)))
     return pattern, table
 
 
@@ -150,8 +150,8 @@ def strip_prefixes(raw: str) -> Line:
         if not m or m.end() == 0:  # no prefix pattern matches empty text, so the first that matches is the one
             break
         name, fields = _PREFIX_TABLE[_PREFIX_GROUP[m.lastindex]]  # type: ignore[index]
-        if fields:
-            rank, host, pid, stamp = (m.group(fields[f]) if f in fields else None for f in _FIELDS)
+        if any(fields):
+            rank, host, pid, stamp = (m.group(g) if g else None for g in fields)
             if rank is not None and line.rank is None:
                 line.rank = safe_int(rank)
             if host and line.host is None:

@@ -674,7 +674,9 @@ def _hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], None] | 
             number = out.count
             view = memoryview(chunk)
             for start, end in spans:
-                number += count_newlines(view[counted:start])
+                # bytes.count over a range copies nothing; numpy only pays off on long stretches
+                number += (chunk.count(b"\n", counted, start) if start - counted < _NUMPY_FROM
+                           else count_newlines(view[counted:start]))
                 counted = start
                 emit(number + 1, chunk[start : min(end, start + MAX_LINE)])
             out.count += count_newlines(view)

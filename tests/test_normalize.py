@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from denpex_kb.masks import mask_line
@@ -81,3 +83,44 @@ def test_template_compiles_placeholders_and_braces():
     assert exc.value.offset == 5
     with pytest.raises(TemplateError):
         compile_template("unknown {nothing}")
+
+
+def _one_prefix_at_a_time(raw: str) -> tuple:
+    """What strip_prefixes does, read as PREFIXES says: at each step the first prefix kind whose pattern matches."""
+    import denpex_kb.normalize as n
+
+    text = n.last_segment(raw) if "\r" in raw else raw[: n.MAX_LINE]
+    if "\x1b" in text:
+        text = n._ANSI.sub("", text)
+    bar = n._TQDM.match(text) if "%|" in text else None
+    text = (text[bar.end():] if bar else text).replace("\x00", "").rstrip("\n")
+    names: list[str] = []
+    found: dict[str, str] = {}
+    for _ in range(8):
+        stripped = text.lstrip(" ") if not names else text
+        hit = next(((p.name, m) for p in n.PREFIXES if (m := p.pattern.match(stripped)) and m.end()), None)
+        if hit is None:
+            break
+        name, m = hit
+        names.append(name)
+        for key, value in m.groupdict().items():
+            if value and key in ("rank", "host", "pid", "stamp"):
+                found.setdefault(key, value)
+        text = stripped[m.end():]
+    return " ".join(text.split()), names, found.get("host"), found.get("stamp")
+
+
+def test_one_alternation_strips_what_the_prefix_kinds_say_in_order():
+    from ruamel.yaml import YAML
+
+    root = Path(__file__).resolve().parent.parent
+    lines = [line for path in sorted((root / "tests" / "corpus" / "benign").glob("*.log"))
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    for path in sorted((root / "kb").glob("*.yaml")):
+        data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        examples = (data.get("examples") or {}) if isinstance(data, dict) else {}
+        lines += [line for ex in examples.get("match", []) + examples.get("no_match", []) for line in ex["text"].splitlines()]
+    assert len(lines) > 2000
+    for raw in lines:
+        line = strip_prefixes(raw)
+        assert (line.text, line.prefixes, line.host, line.stamp) == _one_prefix_at_a_time(raw), raw
