@@ -23,6 +23,7 @@ class LookbackPlan:
     """The lookbacks of one index, with their anchors encoded once."""
 
     def __init__(self, index: KbIndex) -> None:
+        self.touched: int | None = None  # the lowest offset a search has read since the caller last looked
         self.plans = [
             (tuple(t.encode("utf-8") for t in lb.triggers), tuple(a.encode("utf-8") for a in lb.anchors), lb.within)
             for lb in index.lookbacks
@@ -32,18 +33,26 @@ class LookbackPlan:
         return bool(self.plans)
 
     def extend(self, buf: Any, spans: Sequence[tuple[int, int]], lo: int, hi: int, floor: int | None = None,
-               seen: Callable[[bytes], bool] | None = None, sent: set[int] | None = None) -> list[tuple[int, int]]:
+               seen: Callable[[bytes], bool] | None = None, sent: set[int] | None = None,
+               reach: dict[int, int] | None = None) -> list[tuple[int, int]]:
         """`spans` (candidate lines of buf[lo:hi], ascending) plus the lines before each trigger that hold a
         leading event's anchor, ascending and each once. `buf`: bytes or an mmap. The search may reach back to
         `floor` (default `lo`): a line found before `lo` is added only when `seen(line)` says the prefilter did
-        not already make it a candidate where it lies, and only once (`sent` holds the starts given out)."""
+        not already make it a candidate where it lies, and only once (`sent` holds the starts given out).
+        `reach` (per plan: how far the buffer was already searched, for successive calls over one buffer) keeps
+        each byte searched once however many triggers' windows overlap: a log of triggers costs one pass."""
         floor = lo if floor is None else floor
+        reach = {} if reach is None else reach
         extra: set[tuple[int, int]] = set()
         for start, end in spans:
             line = buf[start : min(end, start + MAX_LINE)]
-            for triggers, anchors, within in self.plans:
+            for k, (triggers, anchors, within) in enumerate(self.plans):
                 if any(t in line for t in triggers):
-                    extra.update(self._leading(buf, start, floor, anchors, within))
+                    # what lies before an earlier trigger's own line was searched for it (windows only move on)
+                    done = max(floor, reach.get(k, floor))
+                    if start > done:
+                        extra.update(self._leading(buf, start, done, anchors, within))
+                    reach[k] = max(start, reach.get(k, floor))
         if not extra:
             return list(spans)
         if floor < lo:
@@ -58,10 +67,10 @@ class LookbackPlan:
                         sent.add(span[0])
         return sorted(extra.union(spans))
 
-    @staticmethod
-    def _leading(buf: Any, start: int, floor: int, anchors: tuple[bytes, ...], within: int) -> list[tuple[int, int]]:
+    def _leading(self, buf: Any, start: int, floor: int, anchors: tuple[bytes, ...], within: int) -> list[tuple[int, int]]:
         """Lines of buf[floor:start], at most `within` lines before `start`, that hold one of `anchors`."""
         first = _lines_back(buf, start, floor, within)
+        self.touched = first if self.touched is None else min(self.touched, first)
         positions: list[int] = []
         for anchor in anchors:
             at = buf.find(anchor, first, start)

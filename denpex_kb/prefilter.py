@@ -82,17 +82,58 @@ class HyperscanPrefilter(_Spans):
                 scratch = self._local.scratch = self._prototype.clone()
         return scratch
 
-    def _ends(self, data: bytes) -> list[int]:
+    def _ends(self, data: Any, most: int) -> tuple[list[int], bool]:
+        """End offsets of the first `most` matches in `data`, and whether the scan stopped there."""
+        import hyperscan
+
         ends: list[int] = []
-        self.db.scan(data, match_event_handler=lambda _id, _start, end, _flags, _ctx: ends.append(end),
-                     scratch=self._scratch())
-        return ends
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: Any) -> bool:
+            ends.append(end)
+            return len(ends) >= most  # True stops the scan
+
+        try:
+            self.db.scan(data, match_event_handler=on_match, scratch=self._scratch())
+        except hyperscan.ScanTerminated:
+            return ends, True
+        return ends, False
 
     def search(self, data: bytes) -> bool:
-        return bool(self._ends(data))
+        return bool(self._ends(data, 1)[0])
 
     def positions(self, data: Any) -> list[int]:
-        return [e - 1 for e in sorted(self._ends(data))]
+        ends, stopped = self._ends(data, MAX_MATCHES)
+        found = [e - 1 for e in sorted(ends)]
+        if not stopped:
+            return found
+        # A buffer dense with matches (every line holding many anchors): one match per line segment is all the
+        # line spans need, so scan on from the next line break, one segment at a time, instead of collecting
+        # every match (millions of callbacks and list items).
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        at = _next_break(view, found[-1]) + 1
+        while 0 < at < len(view):
+            first, _ = self._ends(view[at:], 1)
+            if not first:
+                break
+            p = at + first[0] - 1
+            found.append(p)
+            at = _next_break(view, p) + 1
+        return found
+
+
+MAX_MATCHES = 1 << 16  # matches collected from one buffer before scanning on one line segment at a time
+
+
+def _next_break(view: memoryview, p: int) -> int:
+    """The offset of the first line feed or carriage return at or after `p` (-1: none)."""
+    step = 1 << 16
+    while p < len(view):
+        block = view[p : p + step].tobytes()
+        cuts = [c for c in (block.find(b"\n"), block.find(b"\r")) if c >= 0]
+        if cuts:
+            return p + min(cuts)
+        p += step
+    return -1
 
 
 def line_spans(chunk: Any, positions: Iterable[int], lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:

@@ -737,6 +737,7 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: 
     before `start`; the parent adds the lines of the ranges before)."""
     out = _Hits()
     sent: set[int] = set()
+    reach: dict[int, int] = {}  # how far back the lookback has searched the map, per plan
     window: list[tuple[int, bytes]] = []
     view = memoryview(mm)
     counted, lines = start, 0
@@ -749,7 +750,7 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: 
             b = cut + 1 if cut >= 0 else b
         spans = _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b)
         if lookback:
-            spans = lookback.extend(mm, spans, a, b, floor=0, seen=prefilter.search, sent=sent)
+            spans = lookback.extend(mm, spans, a, b, floor=0, seen=prefilter.search, sent=sent, reach=reach)
         for line_start, line_end in spans:
             line_end = min(line_end, line_start + MAX_LINE)
             if line_start < counted:  # a leading line from an earlier window: counted back, not forward
@@ -763,6 +764,10 @@ def _mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: 
         window.clear()
         lines += count_newlines(view[counted:b])
         counted = a = b
+        if lookback and lookback.touched is not None and lookback.touched < released:
+            _release(mm, lookback.touched - lookback.touched % mmap.PAGESIZE, released)  # read again behind us
+        if lookback:
+            lookback.touched = None
         released = _release(mm, released, b)
     if end > start and view[end - 1] != 10:
         lines += 1  # the file's last line has no line break
@@ -862,39 +867,64 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+TASK_BYTES = 32 << 20  # a worker's task: results come back, and are read, a task at a time
+
+
 def _scan_parallel(path: Path, size: int, collector: _Collector, prefilter: Prefilter,
                    on_bytes: Callable[[int], None] | None) -> tuple[int, ScanError | None] | None:
+    """The file in ranges of about TASK_BYTES, read by worker processes, their results taken in order as they
+    come (at most a few tasks' results held at once, whatever the file's size). None when nothing could be read
+    this way (the caller then reads the file plainly); a failure after some ranges were taken reads the rest
+    plainly from where they end."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     workers = min(_usable_cpus(), 8)
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return None
-    points = _split_points(path, size, workers)
+    points = _split_points(path, size, max(workers, -(-size // TASK_BYTES)))
+    ranges = list(pairwise(points))
     key = f"prefilter-{threading.get_ident()}"  # per calling thread: another thread's scan must not clear it
     _FORKED[key] = prefilter
     _FORKED_INDEX[key] = collector.index
     _FORKED_RANK[key] = collector.path_rank
     _numpy()  # imported once here, inherited by every worker
+    offset, done = 0, 0  # lines and bytes taken so far
     try:
-        with ProcessPoolExecutor(len(points) - 1, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_range_worker, str(path), a, b, key) for a, b in pairwise(points)]
-            parts = [f.result() for f in futures]
-    except Exception:  # noqa: BLE001 - a worker died (file truncated under us, no memory map): read it plainly
-        return None
+        with ProcessPoolExecutor(min(workers, len(ranges)), mp_context=multiprocessing.get_context("fork")) as pool:
+            pending: list[Future[_Hits]] = []
+            for k in range(len(ranges)):
+                while len(pending) <= workers and k + len(pending) < len(ranges):
+                    a, b = ranges[k + len(pending)]
+                    pending.append(pool.submit(_range_worker, str(path), a, b, key))
+                part = pending.pop(0).result()
+                for number, raw in part.lines:
+                    collector.line(raw.decode("utf-8", "replace"), offset + number)
+                collector.add_folded(part.folded)
+                offset += part.count
+                done = ranges[k][1]
+                if on_bytes:
+                    on_bytes(ranges[k][1] - ranges[k][0])
+    except Exception:  # noqa: BLE001 - a worker died (file truncated under us, no memory map): read plainly
+        if done == 0:
+            return None
+        return _rest_plainly(path, done, offset, collector, prefilter, on_bytes)
     finally:
         _FORKED.pop(key, None)
         _FORKED_INDEX.pop(key, None)
         _FORKED_RANK.pop(key, None)
-    offset = 0
-    for (a, b), part in zip(pairwise(points), parts, strict=True):
-        for number, raw in part.lines:
-            collector.line(raw.decode("utf-8", "replace"), offset + number)
-        collector.add_folded(part.folded)
-        offset += part.count
-        if on_bytes:
-            on_bytes(b - a)
     return offset, None
+
+
+def _rest_plainly(path: Path, start: int, lines: int, collector: _Collector, prefilter: Prefilter,
+                  on_bytes: Callable[[int], None] | None) -> tuple[int, ScanError | None]:
+    """Read a file from byte `start` (a line start, after `lines` lines) in this process."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        found = _hits(fh, prefilter, on_bytes,
+                      sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), lines + n),
+                      lookback=LookbackPlan(collector.index))
+    return lines + found.count, found.error
 
 
 def _sniff_file(path: Path, collector: _Collector) -> None:

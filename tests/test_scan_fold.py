@@ -91,3 +91,32 @@ def test_a_worker_folds_a_window_at_a_time(tmp_path: Path, monkeypatch):
         hits = scanner._mapped_hits(mm, 0, log.stat().st_size, scanner.prefilter_for(index), None, recording)
     assert len(windows) > 10 and max(windows) < len(lines) / 5  # many windows, none holding most of the lines
     assert len(hits.lines) < 20 and sum(extra[0] for extra in folded.values()) + len(hits.lines) == len(lines)
+
+
+def test_many_small_tasks_and_a_failure_midway_give_the_sequential_report(tmp_path: Path, monkeypatch):
+    """Results are taken a task at a time; a worker that dies after some tasks were taken leaves the rest of the
+    file to be read plainly, from where those tasks end, with the right line numbers."""
+    from denpex_kb import scanner
+
+    log = tmp_path / "job.log"
+    lines = job_log() * 60
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sequential = scan(log)
+    monkeypatch.setattr(scanner, "TASK_BYTES", 8 << 10)
+    many = _parallel(monkeypatch, log)
+    assert many.to_dict() == sequential.to_dict()
+    monkeypatch.undo()
+
+    real = scanner._range_worker
+    half = log.stat().st_size // 2
+
+    def dies_in_the_second_half(path, start, end, key="prefilter"):
+        if start > half:
+            raise OSError("worker lost")
+        return real(path, start, end, key)
+
+    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(scanner, "TASK_BYTES", 8 << 10)
+    monkeypatch.setattr(scanner, "_range_worker", dies_in_the_second_half)
+    broken = scan(log)
+    assert broken.lines == len(lines) and broken.to_dict() == sequential.to_dict()
