@@ -107,7 +107,7 @@ NORMALIZED_CASES = [
         "transport/tcp/[pair.cc:589](http://pair.cc:589/)] connect [127.0.0.1]:45695: Connection refused",
         "gloo-connection-failure",
     ),
-    (IMA.lower(), "cuda-illegal-memory-access"),
+    (OOM.lower(), "cuda-out-of-memory"),  # (IMA lowercased is now a signature of its own: the bare runtime string)
     (IMA.upper(), "cuda-illegal-memory-access"),
 ]
 
@@ -141,9 +141,10 @@ def test_normalized_pass_runs_only_when_the_exact_pass_abstains(index):
 
 def test_case_is_the_last_resort_and_scores_lowest(index):
     bold = match(IMA.replace("illegal memory", "**illegal memory**"), index=index)[0]
-    lower = match(IMA.lower(), index=index)[0]
-    assert bold.tier == lower.tier == NORMALIZED
-    assert lower.score < bold.score
+    # (upper case: the lower-cased line is itself the bare runtime string, which a signature now knows)
+    upper = match(IMA.upper(), index=index)[0]
+    assert bold.tier == upper.tier == NORMALIZED
+    assert upper.score < bold.score
 
 
 def test_soft_wrap_chat_client(index):
