@@ -65,6 +65,9 @@ class Formats(Generic[P]):
 # Shared pieces
 
 
+MAX_TEXT_GROUPS = 50  # collateral groups the text report of a scan lists
+
+
 def plural(n: int, word: str, words: str | None = None) -> str:
     """'1 finding', '2 findings', '0 entries' (with words='entries')."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
@@ -348,7 +351,10 @@ def render_scan(report: ScanReport) -> str:
         # A group folds several findings (one per signature or exception line); say both counts when they differ.
         groups = f", {len(grouped)} groups below" if len(grouped) != len(collateral) else ""
         out.append(f"\nCollateral ({plural(len(collateral), 'finding')}{groups})")
-        for key, fs in grouped.items():
+        for shown, (key, fs) in enumerate(grouped.items()):
+            if shown == MAX_TEXT_GROUPS:  # a terminal is not the place for thousands: --json has them all
+                out.append(f"  and {plural(len(grouped) - shown, 'more group')} (--json lists every finding)")
+                break
             ranks = [r for f in fs for r in f.ranks]
             who = f"ranks {ranges(ranks)}" if len(set(ranks)) > 1 else (f"rank {ranks[0]}" if ranks else "")
             lines = sum(f.count for f in fs)

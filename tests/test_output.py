@@ -168,3 +168,18 @@ def test_json_line_is_one_line_and_terminal_safe():
     text = output.json_line({"t": "a\nb\u2028c\u202ed\x9b"})
     assert "\n" not in text and "\u2028" not in text and "\u202e" not in text and "\x9b" not in text
     assert json.loads(text) == {"t": "a\nb\u2028c\u202ed\x9b"}
+
+
+def test_the_text_report_lists_a_bounded_number_of_collateral_groups(tmp_path):
+    from denpex_kb import scan
+    from denpex_kb.output import MAX_TEXT_GROUPS, render_scan
+
+    log = tmp_path / "distinct.log"
+    log.write_text("".join(f"[rank{i % 64}]: Traceback (most recent call last):\n[rank{i % 64}]: mymod.Weird{i}Error: "
+                           f"boom {i}\n" for i in range(300)), encoding="utf-8")
+    report = scan(log)
+    text = render_scan(report)
+    listed = [line for line in text.splitlines() if "unrecognised mymod.Weird" in line and "first at" in line]
+    assert len(listed) == MAX_TEXT_GROUPS
+    assert f"and {len(report.collateral) - MAX_TEXT_GROUPS} more groups (--json lists every finding)" in text
+    assert len(report.to_dict()["findings"]) == 300  # the report itself keeps them
