@@ -11,7 +11,7 @@ the entry's affected versions: an answer is never dropped for a version, only de
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -104,12 +104,12 @@ def _upper(spec: SpecifierSet) -> str | None:
     return min(bounds, key=Version) if bounds else None
 
 
-def assess(conditions: Mapping[str, str], seen: Mapping[str, str]) -> Assessment:
-    """What the versions a log names say about an entry whose affected versions are `conditions`."""
-    notes: list[str] = []
-    outside = False
+def _compared(specs: Mapping[str, str], seen: Mapping[str, str]) -> Iterator[tuple[str, str, str, SpecifierSet, bool]]:
+    """(package, its version in the log, the specifier text, the specifier, whether it holds) for each package
+    that both name, skipping what does not parse. Container builds name a release's development snapshot (NGC's
+    torch 2.6.0a0+git...): compared as the release they lead to, not as older than every 2.6 bound."""
     running = {canonical(k): v for k, v in seen.items()}
-    for package, spec_text in sorted(conditions.items()):
+    for package, spec_text in sorted(specs.items()):
         have = running.get(canonical(package))
         if have is None:
             continue
@@ -117,9 +117,15 @@ def assess(conditions: Mapping[str, str], seen: Mapping[str, str]) -> Assessment
             spec, version = SpecifierSet(spec_text), Version(have)
         except (InvalidSpecifier, InvalidVersion):
             continue
-        # Container builds name a release's development snapshot (NGC's torch 2.6.0a0+git...): compared as the
-        # release they lead to, not as older than every 2.6 bound.
-        if spec.contains(Version(version.base_version), prereleases=True):
+        yield package, have, spec_text, spec, spec.contains(Version(version.base_version), prereleases=True)
+
+
+def assess(conditions: Mapping[str, str], seen: Mapping[str, str]) -> Assessment:
+    """What the versions a log names say about an entry whose affected versions are `conditions`."""
+    notes: list[str] = []
+    outside = False
+    for package, have, spec_text, spec, inside in _compared(conditions, seen):
+        if inside:
             upper = _upper(spec)
             later = f"; {package} {upper} and later are outside it" if upper else ""
             notes.append(f"your {package} {have} is in the affected range ({spec_text}){later}")
@@ -133,17 +139,8 @@ def assess(conditions: Mapping[str, str], seen: Mapping[str, str]) -> Assessment
 def printed_by_other(printed_by: Mapping[str, str], seen: Mapping[str, str]) -> tuple[str, ...]:
     """Notes for a matched wording that the versions the log names do not print: the line comes from another
     release than the one reported (a second installation, a container's own library), worth a look."""
-    notes = []
-    running = {canonical(k): v for k, v in seen.items()}
-    for package, spec_text in sorted(printed_by.items()):
-        have = running.get(canonical(package))
-        if have is None:
-            continue
-        try:
-            spec, version = SpecifierSet(spec_text), Version(have)
-        except (InvalidSpecifier, InvalidVersion):
-            continue
-        if not spec.contains(Version(version.base_version), prereleases=True):
-            notes.append(f"your {package} {have} does not print this wording ({package} {spec_text} does): the line "
-                         f"may come from another {package} than the one reported")
-    return tuple(notes)
+    return tuple(
+        f"your {package} {have} does not print this wording ({package} {spec_text} does): the line may come from "
+        f"another {package} than the one reported"
+        for package, have, spec_text, _spec, inside in _compared(printed_by, seen) if not inside
+    )
