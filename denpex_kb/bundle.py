@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from .fuzzy import FuzzyIndex
+    from .packs import CompiledPack
 
 import re2
 
@@ -49,10 +50,15 @@ class EntryInfo(NamedTuple):
     response_note: str | None = None
     # conditions.versions: package -> PEP 440 specifier of the affected versions, as (package, spec) pairs
     versions: tuple[tuple[str, str], ...] = ()
+    pack: str | None = None  # the installed pack the entry comes from (see packs.py); None: this knowledge base
+    page: str | None = None  # a pack entry's own page, when the pack names one
 
     @property
     def url(self) -> str:
-        return entry_url(self.id)
+        """The entry's page: the hub's, or the one its pack names ("" when a pack names none)."""
+        if self.pack is None:
+            return entry_url(self.id)
+        return self.page or ""
 
 
 class SignatureRow(NamedTuple):
@@ -177,7 +183,7 @@ class KbIndex:
             EntryInfo(
                 e["id"], e["title"], e["phase"], e["severity"], e["status"], tuple(e["tags"]), e["fix"],
                 tuple(e["verify"]), e.get("retry"), e.get("blame"), e.get("response_note"),
-                tuple(sorted((e.get("versions") or {}).items())),
+                tuple(sorted((e.get("versions") or {}).items())), e.get("pack"), e.get("page"),
             )
             for e in index["entries"]
         ]
@@ -377,6 +383,58 @@ def _fuzzy_from_dir(path: Path) -> Any:
     return load
 
 
+def with_packs(index: dict[str, Any], entries_loader: Any, fuzzy_loader: Any, packs: list[CompiledPack],
+               source: str) -> KbIndex:
+    """The shipped index with the compiled packs' entries appended. Each pack's rows keep the anchor keys its
+    own compile chose (any whole word inside an anchor finds it). An id the knowledge base or an earlier pack
+    already has is left out with a warning: a pack cannot redefine an entry."""
+    import hashlib
+    import sys
+
+    merged = {**index, "entries": list(index["entries"]), "signatures": list(index["signatures"]),
+              "fingerprints": list(index.get("fingerprints", [])), "tombstones": dict(index.get("tombstones", {}))}
+    known = {e["id"] for e in merged["entries"]} | set(merged["tombstones"])
+    extra_entries: dict[str, Any] = {}
+    extra_known: list[list[Any]] = []
+    extra_evidence: dict[str, list[int]] = {}
+    digests = [index["digest"]]
+    for compiled in packs:
+        offset = len(merged["entries"])
+        keep: dict[int, int] = {}  # the pack's entry number -> its number in the merged index
+        for i, entry in enumerate(compiled.index["entries"]):
+            if entry["id"] in known:
+                print(f"denpex-kb: pack {compiled.pack.name!r}: entry {entry['id']!r} left out, the id is taken",
+                      file=sys.stderr)
+                continue
+            known.add(entry["id"])
+            keep[i] = offset + len(keep)
+            merged["entries"].append(entry)
+            extra_entries[entry["id"]] = compiled.entries["entries"][entry["id"]]
+        merged["signatures"] += [[keep[s[0]], *s[1:]] for s in compiled.index["signatures"] if s[0] in keep]
+        merged["fingerprints"] += [[keep[f[0]], *f[1:]] for f in compiled.index.get("fingerprints", []) if f[0] in keep]
+        extra_known += [[keep[k[0]], *k[1:]] for k in compiled.fuzzy.get("known", []) if k[0] in keep]
+        for name, numbers in compiled.fuzzy.get("evidence", {}).items():
+            extra_evidence.setdefault(name, []).extend(keep[n] for n in numbers if n in keep)
+        digests.append(compiled.index["digest"])
+    digest = hashlib.sha256("\0".join(digests).encode()).hexdigest()
+    merged["digest"] = digest
+
+    def entries() -> dict[str, Any]:
+        data: dict[str, Any] = entries_loader()
+        return {**data, "digest": digest, "entries": {**data["entries"], **extra_entries}}
+
+    def fuzzy() -> dict[str, Any] | None:
+        data: dict[str, Any] | None = fuzzy_loader()
+        if data is None:
+            return None
+        evidence = {name: list(numbers) for name, numbers in data["evidence"].items()}
+        for name, numbers in extra_evidence.items():
+            evidence.setdefault(name, []).extend(numbers)
+        return {**data, "digest": digest, "known": [*data["known"], *extra_known], "evidence": evidence}
+
+    return KbIndex(merged, entries, source, fuzzy)
+
+
 _DEFAULT: KbIndex | None = None
 
 
@@ -391,8 +449,19 @@ def default_index() -> KbIndex:
             _DEFAULT = load_bundle_dir(Path(override))
         else:
             index = json.loads(_read_packaged(INDEX_FILE))
-            _DEFAULT = KbIndex(index, lambda: json.loads(_read_packaged(ENTRIES_FILE)), "package", _packaged_fuzzy)
+            entries = lambda: json.loads(_read_packaged(ENTRIES_FILE))  # noqa: E731
+            packs = _installed_packs()
+            if packs:
+                _DEFAULT = with_packs(index, entries, _packaged_fuzzy, packs, "package+packs")
+            else:
+                _DEFAULT = KbIndex(index, entries, "package", _packaged_fuzzy)
     return _DEFAULT
+
+
+def _installed_packs() -> list[CompiledPack]:
+    from .packs import compiled_packs, disabled
+
+    return [] if disabled() else compiled_packs()
 
 
 def load_bundle_dir(path: Path) -> KbIndex:

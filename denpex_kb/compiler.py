@@ -39,7 +39,7 @@ from .signatures import compile_signature
 
 __all__ = [
     "BUNDLE_FORMAT", "ENTRIES_FILE", "FUZZY_FILE", "INDEX_FILE", "anchor_keys", "compile_fuzzy", "compile_kb", "dumps",
-    "index_from_kb_dir", "interior_words", "write_bundle",
+    "index_from_kb", "index_from_kb_dir", "interior_words", "write_bundle",
 ]
 
 
@@ -252,26 +252,35 @@ def anchor_keys(anchor_lists: list[list[str]]) -> list[list[str | None]]:
 
 
 def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
-    """Compile a knowledge-base directory in memory (for `--kb DIR`).
+    """Compile a knowledge-base directory in memory (for `--kb DIR`); see `index_from_kb`."""
+    return index_from_kb(load_kb(path), strict=strict)
+
+
+def index_from_kb(kb: KnowledgeBase, *, strict: bool = True) -> KbIndex:
+    """Compile a loaded knowledge base (with any packs it was loaded with) in memory.
 
     strict: any error raises KnowledgeBaseError (a ValueError). Otherwise entries whose signatures do not compile
     are left out and other problems are ignored, so examples can be tested while a knowledge base is still being
     written.
     """
+    from dataclasses import replace
+
     from .validators import run_checks
 
-    kb = load_kb(path)
     errors = [p for p in run_checks(kb) if p.severity is Severity.error]
     if not strict:
         broken = {p.path for p in errors if p.check == "signatures"}
-        for entry_id, loaded in list(kb.files.items()):
-            if loaded.display in broken:
-                kb.entries.pop(entry_id, None)
+        kept = {i: e for i, e in kb.entries.items() if kb.files[i].display not in broken}
+        kb = replace(kb, entries=kept)  # the caller's knowledge base stays whole
         errors = []
     if errors:
         raise KnowledgeBaseError(
             "the knowledge base has problems; run `denpex-kb check`:\n" + "\n".join(p.render() for p in errors[:20]), errors
         )
     index, full = compile_kb(kb)
+    for row in index["entries"]:
+        pack = kb.packs.get(row["id"])
+        if pack is not None:
+            row["pack"] = pack
     fuzzy = compile_fuzzy(kb) | {"digest": index["digest"]}
-    return KbIndex(index, lambda: full, str(path), lambda: fuzzy)
+    return KbIndex(index, lambda: full, str(kb.root), lambda: fuzzy)

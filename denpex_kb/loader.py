@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from .model import Entry, Tombstone
 from .problems import Problem
 from .yamlio import YamlProblem, load_file, position, to_plain
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .packs import Pack
 
 TAGS_FILE = "_tags.yaml"
 SCHEMA_LINE = "# yaml-language-server: $schema=../schema/entry.schema.json"
@@ -37,6 +42,7 @@ class KnowledgeBase:
     files: dict[str, Loaded] = field(default_factory=dict)  # id -> file
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> tag -> description
     problems: list[Problem] = field(default_factory=list)
+    packs: dict[str, str] = field(default_factory=dict)  # id -> the installed pack it comes from (none: kb/ itself)
 
     @property
     def tag_group(self) -> dict[str, str]:
@@ -72,11 +78,12 @@ def _schema_problem(display: str, doc: Any, err: dict[str, Any], kind: str) -> P
     return Problem.of("DKB003", display, line, col, f"{text} ({kind})" if kind == "tombstone" else text)
 
 
-def _load_tags(root: Path, kb: KnowledgeBase) -> None:
+def _load_tags(root: Path, kb: KnowledgeBase, *, required: bool = True) -> None:
     path = root / TAGS_FILE
     display = display_path(path)
     if not path.is_file():
-        kb.problems.append(Problem.of("DKB010", display, 0, 0, "the tag vocabulary is missing; create kb/_tags.yaml"))
+        if required:
+            kb.problems.append(Problem.of("DKB010", display, 0, 0, "the tag vocabulary is missing; create kb/_tags.yaml"))
         return
     try:
         doc = to_plain(load_file(path))
@@ -88,7 +95,8 @@ def _load_tags(root: Path, kb: KnowledgeBase) -> None:
             Problem.of("DKB010", display, 1, 1, "the vocabulary must map each group to a mapping of tag: description")
         )
         return
-    kb.tags = {str(g): {str(t): str(d) for t, d in tags.items()} for g, tags in doc.items()}
+    for group, tags in doc.items():  # a pack's vocabulary adds to the knowledge base's
+        kb.tags.setdefault(str(group), {}).update({str(t): str(d) for t, d in tags.items()})
 
 
 def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem]]:
@@ -118,17 +126,8 @@ def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem
     return Loaded(path, display, entry, doc), problems
 
 
-def load_kb(root: Path | str) -> KnowledgeBase:
-    """Parse and validate every `*.yaml` in `root` (files starting with `_` are support files)."""
-    root = Path(root)
-    kb = KnowledgeBase(root=root)
-    if not root.is_dir():
-        kb.problems.append(Problem.of("DKB000", display_path(root), 0, 0, "no such knowledge-base directory"))
-        return kb
-    _load_tags(root, kb)
-    for path in sorted(root.glob("*.yaml")):
-        if path.name.startswith("_"):
-            continue
+def _add_entries(kb: KnowledgeBase, root: Path, paths: Iterable[Path], pack: str | None = None) -> None:
+    for path in paths:
         loaded, problems = load_entry_file(path, root)
         kb.problems.extend(problems)
         if loaded is None:
@@ -142,8 +141,37 @@ def load_kb(root: Path | str) -> KnowledgeBase:
             )
             continue
         kb.files[entry_id] = loaded
+        if pack is not None:
+            kb.packs[entry_id] = pack
         if isinstance(loaded.entry, Tombstone):
             kb.tombstones[entry_id] = loaded.entry
         else:
             kb.entries[entry_id] = loaded.entry
+
+
+def _entry_files(root: Path) -> list[Path]:
+    return [p for p in sorted(root.glob("*.yaml")) if not p.name.startswith("_")]  # `_` files support the rest
+
+
+def load_kb(root: Path | str, packs: Iterable[Pack] = ()) -> KnowledgeBase:
+    """Parse and validate every `*.yaml` in `root`, then the entries of the given installed packs (so that
+    `check` holds them to the same rules and sees their ids and links next to the knowledge base's)."""
+    root = Path(root)
+    kb = KnowledgeBase(root=root)
+    if not root.is_dir():
+        kb.problems.append(Problem.of("DKB000", display_path(root), 0, 0, "no such knowledge-base directory"))
+        return kb
+    _load_tags(root, kb)
+    _add_entries(kb, root, _entry_files(root))
+    for pack in packs:
+        _load_tags(pack.root, kb, required=False)
+        _add_entries(kb, pack.root, _entry_files(pack.root), pack.name)
+    return kb
+
+
+def load_pack_entries(pack: Pack) -> KnowledgeBase:
+    """One pack's entries alone, for compiling it at run time (the cross-entry checks are `check`'s job)."""
+    kb = KnowledgeBase(root=pack.root)
+    _load_tags(pack.root, kb, required=False)
+    _add_entries(kb, pack.root, _entry_files(pack.root), pack.name)
     return kb

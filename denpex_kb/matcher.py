@@ -72,6 +72,7 @@ class Match:
     version_notes: tuple[str, ...] = ()
     # The releases that print the matched wording, as (package, specifier) pairs; () when every release does
     printed_by: tuple[tuple[str, str], ...] = ()
+    pack: str | None = None  # the installed pack the entry comes from; None: the knowledge base itself
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -218,6 +219,7 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
                 blame=sig.entry.blame,
                 tier=tier,
                 printed_by=sig.versions,
+                pack=sig.entry.pack,
             ),
         )
 
@@ -325,7 +327,7 @@ def _entry_match(entry: Any, line: Line, number: int, tier: str, score: int, sig
         values["exception"] = exc
     return Match(id=entry.id, title=entry.title, phase=entry.phase, severity=entry.severity, score=score,
                  signature=signature, role=role, line=line.text, values=values, fix=entry.fix, url=entry.url,
-                 specificity=0, line_number=number, retry=entry.retry, blame=entry.blame, tier=tier)
+                 specificity=0, line_number=number, retry=entry.retry, blame=entry.blame, tier=tier, pack=entry.pack)
 
 
 def _normalized_pass(raw_lines: list[str], exact: list[Line], index: KbIndex, consider: Any,

@@ -243,6 +243,8 @@ def _match_text(r: MatchResult, out: TextIO, err: TextIO) -> None:
         if n:
             print(file=out)
         print(f"{v(m.id)}  ({v(m.phase)}, score {m.score}{_TIER_NOTE.get(m.tier, '')})  {v(m.title)}", file=out)
+        if m.pack:
+            print(f"  pack:    {v(m.pack)} (an installed pack, not denpex-kb's own knowledge base)", file=out)
         print(f"  matched: {v(cut(m.line, 300))}", file=out)
         if m.tier == "fuzzy":
             print(f"  close to: {v(cut(m.signature, 300))}  (no signature matched; a known wording is this close)", file=out)
@@ -256,7 +258,8 @@ def _match_text(r: MatchResult, out: TextIO, err: TextIO) -> None:
         print(f"  fix:     {v(m.fix)}", file=out)
         if m.retry:
             print(f"  retry:   {v(m.retry)} (blame: {v(m.blame)})", file=out)
-        print(f"  more:    {v(m.url)}  (or: denpex-kb explain {v(m.id)})", file=out)
+        print(f"  more:    {v(m.url)}  (or: denpex-kb explain {v(m.id)})" if m.url else f"  more:    denpex-kb explain {v(m.id)}",
+              file=out)
 
 
 def _match_json(r: MatchResult, out: TextIO, err: TextIO) -> None:
@@ -322,6 +325,8 @@ def render_scan(report: ScanReport) -> str:
     else:
         name = f"{init.id}: {init.title}" if init.id else f"unrecognised {init.exception or 'exception'} (no entry knows it yet)"
         out.append(f"Initiating failure  {visible(name)}")
+        if report.info and report.info.pack:
+            out.append(f"  from the installed pack {visible(report.info.pack)}")
         out.append(f"  at   {_where(init)}")
         out.append(f"  line {visible(cut(init.text, 400))}")
         if init.tier in _NAMED_HOW:
@@ -335,7 +340,8 @@ def render_scan(report: ScanReport) -> str:
         if info:
             out.append(f"\nFix   {visible(info.fix)}")
             out.extend(f"Verify  {visible(run)}" for run in info.verify)
-            out.append(f"More  {visible(info.url)}  (or: denpex-kb explain {visible(info.id)})")
+            out.append(f"More  {visible(info.url)}  (or: denpex-kb explain {visible(info.id)})" if info.url
+                       else f"More  denpex-kb explain {visible(info.id)}")
         elif init.id is None:
             out.append("\nThis is the first exception in the log. If it is a failure others will meet, report it:")
             out.append(f"  {REPORT_ISSUE}")
@@ -466,7 +472,7 @@ def _rule(info: EntryInfo | None, entry_id: str) -> dict[str, Any]:
     if info is None:  # an id the index does not hold (a finding from another knowledge base)
         return {"id": entry_id, "shortDescription": {"text": entry_id}}
     help_text = f"Fix: {info.fix}" + "".join(f"\nVerify: {run}" for run in info.verify)
-    return {
+    rule: dict[str, Any] = {
         "id": info.id,
         "name": info.id,
         "shortDescription": {"text": info.title},
@@ -476,6 +482,11 @@ def _rule(info: EntryInfo | None, entry_id: str) -> dict[str, Any]:
         "properties": {"phase": info.phase, "severity": info.severity, "tags": list(info.tags),
                        "retry": info.retry, "blame": info.blame},
     }
+    if not info.url:  # a pack entry whose pack names no page
+        del rule["helpUri"]
+    if info.pack:
+        rule["properties"]["pack"] = info.pack
+    return rule
 
 
 _UNKNOWN = {

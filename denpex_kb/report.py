@@ -100,6 +100,7 @@ class ScanReport:
             "fix": info.fix if info else None,
             "verify": list(info.verify) if info else [],
             "url": info.url if info else None,
+            "pack": info.pack if info else None,
             "hints": self.hints,
             "versions": dict(sorted(self.versions.items())),
             "version_notes": list(self.version_notes),

@@ -15,7 +15,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from .bundle import KbIndex
-from .compiler import index_from_kb_dir
+from .compiler import index_from_kb
 from .loader import KnowledgeBase, Loaded
 from .matcher import match, match_line
 from .normalize import strip_prefixes
@@ -213,7 +213,7 @@ def hot_anchor_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list
 
 
 def example_problems(kb: KnowledgeBase, ids: list[str] | None = None) -> list[Problem]:
-    index = index_from_kb_dir(kb.root, strict=False)
+    index = index_from_kb(kb, strict=False)
     problems = outcome_problems(kb, run_examples(kb, index, ids))
     benign = find_benign_dir(kb.root)
     if benign is not None and not ids:

@@ -19,7 +19,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -402,7 +401,6 @@ def spark() -> Any:
 @pytest.mark.slow
 def test_spark_map_in_arrow_equals_the_plain_loop(spark: Any, fleet_jobs: list[tuple[str, list[str]]]):
     expected = plain_loop(fleet_jobs)
-    started = time.monotonic()
     # Paths go to the executors, not the logs' bytes: binaryFile reads each file into one row, which fails
     # past 2 GB (a single Java byte array), and it cannot group a job's per-rank files into one row.
     rdd = spark.sparkContext.parallelize(fleet_jobs, 6)
@@ -428,5 +426,4 @@ def test_spark_map_in_arrow_equals_the_plain_loop(spark: Any, fleet_jobs: list[t
             yield pa.RecordBatch.from_pydict({"pid": [os.getpid()] * n, "loads": [fleet.LOADS] * n})
 
     probe = spark.range(0, 64, numPartitions=8).mapInArrow(loads_probe, "pid BIGINT, loads BIGINT").collect()
-    assert {r["loads"] for r in probe} == {1}
-    assert time.monotonic() - started < 120
+    assert {r["loads"] for r in probe} == {1}  # (its speed is measured in benchmarks/fleet_bench.py, not here)

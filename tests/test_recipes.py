@@ -3,6 +3,7 @@ and the YAML recipes parsed and checked against the verdict's exit codes, their 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -141,5 +142,62 @@ def test_kubernetes_pod_failure_policy(tmp_path: Path):
     assert (tmp_path / "termination-log").read_text().startswith("Retry elsewhere: exclude node gpu-17")
 
 
+def _epilog(tmp_path: Path, files: dict[str, list[str]], scontrol: str = "", **slurm: str) -> list[dict]:
+    """Run the epilog as slurmctld would: the job's environment, output files written, no PATH but ours."""
+    script = _recipe(tmp_path, "slurm-epilog.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "scontrol"
+    fake.write_text(f"#!/bin/sh\n{scontrol or 'exit 1'}\n")
+    fake.chmod(0o755)
+    for name, lines in files.items():
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "fleet" / "jobs.jsonl"
+    env = _env(bin_dir, DENPEX_EPILOG_OUT=str(out), DENPEX_KB=shutil.which("denpex-kb", path=_env(bin_dir)["PATH"]) or "denpex-kb",
+               **slurm)
+    proc = subprocess.run([BASH, str(script)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr  # an epilog that fails drains the node
+    return [json.loads(line) for line in _lines(out)]
+
+
+def test_slurm_epilog_appends_one_record_per_job(tmp_path: Path):
+    out, err = str(tmp_path / "slurm-4711.out"), str(tmp_path / "slurm-4711.err")
+    (row,) = _epilog(tmp_path, {"slurm-4711.out": [JOB_START], "slurm-4711.err": HARDWARE_LOG[1:]},
+                     SLURM_JOB_ID="4711", SLURM_JOB_STDOUT=out, SLURM_JOB_STDERR=err, SLURM_JOB_EXIT_CODE2="1:0",
+                     SLURM_SCRIPT_CONTEXT="epilog_slurmctld")
+    assert row["job"] == "4711" and row["files"] == sorted([out, err])
+    assert row["initiating_id"] == "gpu-fallen-off-bus" and row["verdict_retry"] == "elsewhere"
+    (second,) = _epilog(tmp_path, {"slurm-4712.out": SOFTWARE_LOG}, SLURM_JOB_ID="4712",
+                        SLURM_JOB_STDOUT=str(tmp_path / "slurm-4712.out"), SLURM_JOB_STDERR=str(tmp_path / "slurm-4712.out"))[1:]
+    assert second["job"] == "4712" and second["files"] == [str(tmp_path / "slurm-4712.out")]  # one file, once
+    assert second["initiating_id"] == "cuda-out-of-memory"
+
+
+def test_slurm_epilog_before_21_08_asks_scontrol(tmp_path: Path):
+    log = tmp_path / "train-99.log"
+    shown = f"echo 'JobId=99 JobName=train'; echo '   StdErr={log} StdIn=/dev/null StdOut={log}'"
+    (row,) = _epilog(tmp_path, {"train-99.log": SOFTWARE_LOG}, scontrol=shown, SLURM_JOB_ID="99")
+    assert (row["job"], row["files"], row["initiating_id"]) == ("99", [str(log)], "cuda-out-of-memory")
+
+
+def test_slurm_epilog_on_compute_nodes_writes_once(tmp_path: Path):
+    log = str(tmp_path / "slurm-5.out")
+    hosts = "echo gpu-01; echo gpu-02"
+    common = {"SLURM_JOB_ID": "5", "SLURM_JOB_STDOUT": log, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
+              "SLURM_JOB_NODELIST": "gpu-[01-02]"}
+    assert _epilog(tmp_path, {"slurm-5.out": SOFTWARE_LOG}, scontrol=hosts, SLURMD_NODENAME="gpu-02", **common) == []
+    (row,) = _epilog(tmp_path, {"slurm-5.out": SOFTWARE_LOG}, scontrol=hosts, SLURMD_NODENAME="gpu-01", **common)
+    assert row["job"] == "5"
+
+
+def test_slurm_epilog_can_skip_successful_jobs(tmp_path: Path):
+    log = str(tmp_path / "slurm-6.out")
+    job = {"SLURM_JOB_ID": "6", "SLURM_JOB_STDOUT": log, "SLURM_JOB_EXIT_CODE2": "0:0"}
+    assert _epilog(tmp_path, {"slurm-6.out": [JOB_START]}, DENPEX_EPILOG_FAILED_ONLY="1", **job) == []
+    (row,) = _epilog(tmp_path, {"slurm-6.out": [JOB_START]}, **job)
+    assert row["job"] == "6" and row["initiating_id"] is None  # a healthy job is one record too
+
+
 def test_every_recipe_is_tested():
-    assert set(recipes()) == {"slurm-requeue.sh", "retry-loop.sh", "skypilot-job.yaml", "kubernetes-job.yaml"}
+    assert set(recipes()) == {"slurm-requeue.sh", "slurm-epilog.sh", "retry-loop.sh", "skypilot-job.yaml",
+                              "kubernetes-job.yaml"}

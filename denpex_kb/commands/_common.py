@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # the runtime path (match, scan) must not pay for the loader 
 
     from ..bundle import KbIndex
     from ..loader import KnowledgeBase
+    from ..packs import Pack
 
 
 def add_kb_option(parser: argparse.ArgumentParser, *, runtime: bool = False) -> None:
@@ -33,10 +34,20 @@ def kb_dir(args: argparse.Namespace) -> Path:
     return path
 
 
-def load(args: argparse.Namespace) -> KnowledgeBase:
+def load(args: argparse.Namespace, *, packs: bool = False) -> KnowledgeBase:
+    """The knowledge base as YAML; with `packs`, the installed packs' entries too (see packs.py)."""
+    import sys
+
     from ..loader import load_kb
 
-    return load_kb(kb_dir(args))
+    found: list[Pack] = []
+    if packs:
+        from ..packs import installed
+
+        found, warnings = installed()
+        for message in warnings:
+            print(f"denpex-kb {args.command}: {message}", file=sys.stderr)
+    return load_kb(kb_dir(args), found)
 
 
 def index(args: argparse.Namespace) -> KbIndex:

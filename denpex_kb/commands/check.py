@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_kb_option(p)
     p.add_argument("--format", choices=CHECK_FORMATS.names, default="text", help=CHECK_FORMATS.describe())
     p.add_argument("--no-examples", action="store_true", help="skip running the entries' examples")
+    p.add_argument("--no-packs", action="store_true",
+                   help="leave out the installed packs (by default their entries are checked with the knowledge base's)")
     p.set_defaults(handler=run)
 
 
@@ -26,7 +28,7 @@ def collect(args: argparse.Namespace) -> tuple[list[Problem], int]:
     from ..problems import Severity
     from ..validators import run_checks
 
-    kb = load(args)
+    kb = load(args, packs=not args.no_packs)
     problems = run_checks(kb)
     if not args.no_examples and not any(p.severity is Severity.error for p in problems):
         from ..testing import example_problems

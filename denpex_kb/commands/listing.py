@@ -28,12 +28,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = [
             {"id": e.id, "title": e.title, "phase": e.phase, "severity": e.severity, "tags": list(e.tags), "status": e.status,
-             "retry": e.retry, "blame": e.blame, "url": e.url}
+             "retry": e.retry, "blame": e.blame, "url": e.url, "pack": e.pack}
             for e in rows
         ]
         print(json_safe(json.dumps(out, indent=2, ensure_ascii=False)))
         return 0
     width = max((len(visible(e.id)) for e in rows), default=10)
     for e in sorted(rows, key=lambda e: (e.phase, e.id)):
-        print(f"{visible(e.id):<{width}}  {visible(e.phase):<15} {visible(e.title)}")
+        pack = f"  [pack {visible(e.pack)}]" if e.pack else ""
+        print(f"{visible(e.id):<{width}}  {visible(e.phase):<15} {visible(e.title)}{pack}")
     return 0

@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--each", action="store_true",
                    help="every LOG is its own job (a directory: the files directly inside it, as one job); "
                    "without it, all the files are one job")
+    p.add_argument("--job", metavar="NAME",
+                   help="the job's name in --jsonl records and SARIF (e.g. a Slurm job id); default: its path")
     p.add_argument("--exit-zero", action="store_true",
                    help="exit 0 whatever was found; input that could not be read still exits 2")
     p.add_argument(
@@ -91,7 +93,8 @@ def _format(args: argparse.Namespace) -> str:
     if args.each:
         if fmt == "json":
             raise UsageError("--json prints the report of one job; with --each use --jsonl (one record a job) or --format sarif")
-        for flag, given in (("--exit-by-verdict", args.exit_by_verdict), ("--exclude-file", args.exclude_file), ("--fr", args.fr)):
+        for flag, given in (("--exit-by-verdict", args.exit_by_verdict), ("--exclude-file", args.exclude_file), ("--fr", args.fr),
+                            ("--job", args.job)):
             if given:
                 raise UsageError(f"{flag} acts on one job; it cannot be combined with --each")
     if args.exit_zero and args.exit_by_verdict:
@@ -146,9 +149,11 @@ def run(args: argparse.Namespace) -> int:
     if logs == ["-"]:
         if sys.stdin is None or sys.stdin.closed:
             raise UsageError("stdin is closed; give a log file")
-        jobs.append(_scan_job("<stdin>", ["<stdin>"], [sys.stdin.buffer], idx, versions, None))
+        jobs.append(_scan_job(args.job or "<stdin>", ["<stdin>"], [sys.stdin.buffer], idx, versions, None))
     else:
         planned = _jobs(logs, args.each)
+        if args.job:
+            planned = [(args.job, files, problem) for _, files, problem in planned]
         if sys.stderr.isatty():
             total = sum(os.path.getsize(p) for _, files, _ in planned for p in files if os.path.isfile(p))
             if total > 50 << 20:
