@@ -88,7 +88,7 @@ class FingerprintRow(NamedTuple):
     events: list[EventRow]
 
 
-class CompiledSig:
+class IndexedSignature:
     __slots__ = ("_regex", "anchors", "entry", "number", "pattern", "role", "specificity", "stream", "versions")
 
     def __init__(self, entry: EntryInfo, number: int, pattern: str, anchors: list[str], specificity: int, role: str,
@@ -110,7 +110,7 @@ class CompiledSig:
         return self._regex
 
 
-class FingerprintEvent:
+class IndexedEvent:
     __slots__ = ("_regex", "anchors", "level", "pattern")
 
     def __init__(self, pattern: str, anchors: tuple[str, ...], level: str = "any") -> None:
@@ -140,22 +140,22 @@ class Lookback(NamedTuple):
     within: int
 
 
-class Fingerprint(NamedTuple):
+class IndexedFingerprint(NamedTuple):
     """An ordered run of events that, seen within `within` lines, identifies the entry."""
 
     entry: EntryInfo
     within: int
-    events: list[FingerprintEvent]
+    events: list[IndexedEvent]
 
 
-def _signature(entries: list[EntryInfo], row: SignatureRow) -> CompiledSig:
-    return CompiledSig(entries[row.entry], row.number, row.pattern, row.anchors, row.specificity, row.role, row.stream,
+def _signature(entries: list[EntryInfo], row: SignatureRow) -> IndexedSignature:
+    return IndexedSignature(entries[row.entry], row.number, row.pattern, row.anchors, row.specificity, row.role, row.stream,
                        tuple(sorted(row.versions.items())))
 
 
-def _fingerprint(entries: list[EntryInfo], row: FingerprintRow) -> Fingerprint:
-    events = [FingerprintEvent(ev.pattern, tuple(ev.anchors), ev.level) for ev in (EventRow(*e) for e in row.events)]
-    return Fingerprint(entries[row.entry], row.within, events)
+def _fingerprint(entries: list[EntryInfo], row: FingerprintRow) -> IndexedFingerprint:
+    events = [IndexedEvent(ev.pattern, tuple(ev.anchors), ev.level) for ev in (EventRow(*e) for e in row.events)]
+    return IndexedFingerprint(entries[row.entry], row.within, events)
 
 
 class KbIndex:
@@ -199,8 +199,8 @@ class KbIndex:
         # Each anchor is filed under the word the compiler chose for it (its rarest interior word); a line is
         # checked only against the signatures filed under its own words. Anchors with no such word go into
         # one RE2 set, searched once per line.
-        index: dict[str, list[CompiledSig]] = {}
-        always: dict[str, list[CompiledSig]] = {}
+        index: dict[str, list[IndexedSignature]] = {}
+        always: dict[str, list[IndexedSignature]] = {}
         for sig, sig_keys in zip(self.signatures, keys, strict=True):
             for anchor, key in zip(sig.anchors, sig_keys, strict=False):
                 bucket = index.setdefault(key, []) if key else always.setdefault(anchor, [])
@@ -211,7 +211,7 @@ class KbIndex:
         self._always_sigs = list(always.values())
         self._always_set: Any = None
 
-    def _always_hits(self, text: str) -> list[CompiledSig]:
+    def _always_hits(self, text: str) -> list[IndexedSignature]:
         if not self._always_anchors:
             return []
         if self._always_set is None:
@@ -223,8 +223,8 @@ class KbIndex:
         hits = self._always_set.Match(text) or []
         return [sig for i in hits for sig in self._always_sigs[i]]
 
-    def candidates(self, text: str) -> list[CompiledSig]:
-        found: dict[int, CompiledSig] = {}
+    def candidates(self, text: str) -> list[IndexedSignature]:
+        found: dict[int, IndexedSignature] = {}
         index = self.word_index
         for word in set(_WORD.findall(text)):
             bucket = index.get(word)

@@ -13,7 +13,7 @@ from enum import Enum
 from .errors import UnknownCodeError
 
 
-class Severity(str, Enum):
+class ProblemSeverity(str, Enum):
     error = "error"  # `check` and `test` exit 1
     warning = "warning"  # reported, the exit code stays 0
 
@@ -22,7 +22,7 @@ class Severity(str, Enum):
 class Code:
     code: str  # DKB + three digits: 0xx reading a file, 1xx checks, 2xx examples and the benign corpus
     name: str  # kebab-case, shown in brackets after the code; a check's name is its code's name
-    severity: Severity
+    severity: ProblemSeverity
     description: str  # one sentence: what the code means
     fix: str  # one sentence: how to fix it
 
@@ -32,7 +32,7 @@ class Code:
         return self.code.lower()
 
 
-E, W = Severity.error, Severity.warning
+E, W = ProblemSeverity.error, ProblemSeverity.warning
 
 CODES: tuple[Code, ...] = (
     Code("DKB000", "missing-kb", E, "The knowledge-base directory does not exist.",
@@ -63,8 +63,8 @@ CODES: tuple[Code, ...] = (
     Code("DKB103", "tags", E, "A tag is not in `kb/_tags.yaml`, is listed twice, or no framework tag is given.",
          "Use tags from `kb/_tags.yaml` (add a new one there with a description), once each, with at least one framework tag."),
     Code("DKB104", "signatures", E,
-         "A signature does not compile under RE2, is a malformed template, matches the empty string, repeats another, "
-         "or has no literal anchor of 6+ characters.",
+         "A signature does not compile under RE2, cannot be translated for the hub's browser matcher (inline flags), "
+         "is a malformed template, matches the empty string, repeats another, or has no literal anchor of 6+ characters.",
          "Fix the pattern at the position given, or add an `anchors:` literal that every matching line contains."),
     Code("DKB105", "related-self", E, "An entry lists itself as related.",
          "Remove the link to itself."),

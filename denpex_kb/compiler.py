@@ -34,7 +34,7 @@ from .loader import KnowledgeBase, load_kb
 from .masks import BY_NAME
 from .model import CommandPurpose, Entry, Signature, SignatureKind
 from .normalize import strip_prefixes
-from .problems import Severity
+from .problems import ProblemSeverity
 from .signatures import compile_signature
 
 __all__ = [
@@ -267,7 +267,7 @@ def index_from_kb(kb: KnowledgeBase, *, strict: bool = True) -> KbIndex:
 
     from .validators import run_checks
 
-    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    errors = [p for p in run_checks(kb) if p.severity is ProblemSeverity.error]
     if not strict:
         broken = {p.path for p in errors if p.check == "signatures"}
         kept = {i: e for i, e in kb.entries.items() if kb.files[i].display not in broken}

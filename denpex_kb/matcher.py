@@ -8,7 +8,7 @@ from typing import Any
 
 import re2
 
-from .bundle import _RE2_OPTIONS, _WORD, CompiledSig, KbIndex, default_index
+from .bundle import _RE2_OPTIONS, _WORD, IndexedSignature, KbIndex, default_index
 from .normalize import Line, exception_type, strip_prefixes
 from .paste import SoftWrap, normalize_line
 
@@ -96,7 +96,7 @@ def _values(m: Any, line: Line, exc: str | None) -> dict[str, Any]:
     return values
 
 
-def match_line(text: str, index: KbIndex) -> list[tuple[CompiledSig, Any]]:
+def match_line(text: str, index: KbIndex) -> list[tuple[IndexedSignature, Any]]:
     """Every signature hit in one normalised line."""
     hits = []
     for sig in index.candidates(text):
@@ -125,13 +125,13 @@ _CASE_OPTIONS = re2.Options()
 _CASE_OPTIONS.max_mem = _RE2_OPTIONS.max_mem
 _CASE_OPTIONS.case_sensitive = False
 _CASE_REGEX: dict[str, Any] = {}
-_CASE_INDEX: dict[int, tuple[KbIndex, dict[str, list[CompiledSig]], list[tuple[str, CompiledSig]]]] = {}
+_CASE_INDEX: dict[int, tuple[KbIndex, dict[str, list[IndexedSignature]], list[tuple[str, IndexedSignature]]]] = {}
 
 
-def _case_index(index: KbIndex) -> tuple[dict[str, list[CompiledSig]], list[tuple[str, CompiledSig]]]:
+def _case_index(index: KbIndex) -> tuple[dict[str, list[IndexedSignature]], list[tuple[str, IndexedSignature]]]:
     cached = _CASE_INDEX.get(id(index))
     if cached is None or cached[0] is not index:
-        words: dict[str, list[CompiledSig]] = {}
+        words: dict[str, list[IndexedSignature]] = {}
         for word, sigs in index.word_index.items():
             words.setdefault(word.lower(), []).extend(sigs)
         always = [(a.lower(), sig) for a, sigs in zip(index._always_anchors, index._always_sigs, strict=True) for sig in sigs]
@@ -139,11 +139,11 @@ def _case_index(index: KbIndex) -> tuple[dict[str, list[CompiledSig]], list[tupl
     return cached[1], cached[2]
 
 
-def match_line_ignoring_case(text: str, index: KbIndex) -> list[tuple[CompiledSig, Any]]:
+def match_line_ignoring_case(text: str, index: KbIndex) -> list[tuple[IndexedSignature, Any]]:
     """Every signature hit in one normalised line, letter case ignored."""
     words, always = _case_index(index)
     low = text.lower()
-    found: dict[int, CompiledSig] = {}
+    found: dict[int, IndexedSignature] = {}
     for word in set(_WORD.findall(low)):
         for sig in words.get(word, ()):
             found[id(sig)] = sig
@@ -191,7 +191,7 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
     found: dict[str, Match] = {}
     matched_lines: set[int] = set()
 
-    def consider(sig: CompiledSig, m: Any, line: Line, number: int, penalty: int = 0, tier: str = EXACT,
+    def consider(sig: IndexedSignature, m: Any, line: Line, number: int, penalty: int = 0, tier: str = EXACT,
                  case_penalty: int = 0) -> None:
         exc = exception_type(line.text)
         score = score_for(sig.specificity) - penalty

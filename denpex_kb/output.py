@@ -23,10 +23,10 @@ from .urls import HUB, REPORT_MISSING
 
 if TYPE_CHECKING:
     from .bundle import EntryInfo, KbIndex
+    from .examples import EntryResult
     from .matcher import Match
     from .problems import Problem
     from .scanner import Finding, ScanReport
-    from .testing import EntryResult
 
 P = TypeVar("P")
 
@@ -133,9 +133,9 @@ class CheckResult:
 
     @property
     def errors(self) -> int:
-        from .problems import Severity
+        from .problems import ProblemSeverity
 
-        return sum(p.severity is Severity.error for p in self.problems)
+        return sum(p.severity is ProblemSeverity.error for p in self.problems)
 
 
 def _check_text(r: CheckResult, out: TextIO, err: TextIO) -> None:

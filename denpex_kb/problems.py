@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .codes import Code, Severity, code_url, lookup
+from .codes import Code, ProblemSeverity, code_url, lookup
 
-__all__ = ["Problem", "Severity"]
+__all__ = ["Problem", "ProblemSeverity"]
 
 
 @dataclass(frozen=True, order=True)
@@ -35,7 +35,7 @@ class Problem:
         return lookup(self.code)
 
     @property
-    def severity(self) -> Severity:
+    def severity(self) -> ProblemSeverity:
         return self.declared.severity
 
     @property

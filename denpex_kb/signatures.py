@@ -97,7 +97,8 @@ def compile_signature(sig: Signature) -> CompiledSignature:
     else:
         pattern = sig.text
         if pattern.startswith("^") or pattern.endswith("$"):
-            raise SignatureError("do not anchor signatures with ^ or $: lines are searched after their prefixes are removed")
+            raise SignatureError("do not anchor with ^ or $; a signature is searched in the line with its prefixes "
+                                 "removed, and one that must be the whole of that line is written \\A...\\z")
         derived = regex_anchors(pattern)
         anchors = tuple(sig.anchors or derived or [])
         specificity = _literal_chars(pattern)

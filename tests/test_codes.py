@@ -7,7 +7,7 @@ import re
 import pytest
 
 from conftest import GOOD_ENTRY, REPO
-from denpex_kb.codes import BY_CODE, BY_NAME, CODES, Severity, code_url, lookup
+from denpex_kb.codes import BY_CODE, BY_NAME, CODES, ProblemSeverity, code_url, lookup
 from denpex_kb.contributing import CONTRIBUTING, with_codes_table
 from denpex_kb.errors import UnknownCodeError
 from denpex_kb.loader import load_kb
@@ -25,7 +25,7 @@ def test_codes_and_names_are_unique_and_each_row_is_complete():
     for c in CODES:
         assert _CODE.fullmatch(c.code), c
         assert re.fullmatch(r"[a-z]+(?:-[a-z]+)*", c.name), c
-        assert isinstance(c.severity, Severity)
+        assert isinstance(c.severity, ProblemSeverity)
         for sentence in (c.description, c.fix):
             assert (sentence[:1].isupper() or sentence[:1] == "`") and sentence.endswith(".") and "\n" not in sentence, c
 
@@ -76,7 +76,7 @@ def test_each_check_takes_its_name_description_and_severity_from_its_code():
 
 def test_a_problem_carries_its_codes_severity_fix_and_page(monkeypatch):
     warning = Problem.of("DKB006", "kb/x.yaml", 1, 1, "the first line must be the schema comment")
-    assert warning.severity is Severity.warning and warning.check == "schema-comment"
+    assert warning.severity is ProblemSeverity.warning and warning.check == "schema-comment"
     assert warning.fix == lookup("DKB006").fix
     assert warning.url == "https://denpex-kb.github.io/denpex-kb/codes/#dkb006"
     assert warning.render() == (

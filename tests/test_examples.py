@@ -6,8 +6,8 @@ import pytest
 
 from conftest import KB
 from denpex_kb import default_index, match, scan
+from denpex_kb.examples import benign_problems, find_benign_dir
 from denpex_kb.loader import load_kb
-from denpex_kb.testing import benign_problems, find_benign_dir
 
 _KB = load_kb(KB)
 ENTRIES = sorted(_KB.entries.values(), key=lambda e: e.id)

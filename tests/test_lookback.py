@@ -10,7 +10,7 @@ from pathlib import Path
 from test_scan_fold import _parallel
 
 from denpex_kb import default_index, scan, scanner
-from denpex_kb.testing import hot_anchors
+from denpex_kb.examples import hot_anchors
 
 # Real NCCL output: the bootstrap line of NVIDIA/nccl#834 (tests/corpus/benign/nccl.log), the WARN of
 # kb/nccl-socket-connect-failure.yaml's examples.

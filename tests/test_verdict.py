@@ -14,8 +14,8 @@ import pytest
 from conftest import GOOD_ENTRY, KB
 from denpex_kb import scan
 from denpex_kb.cli import main
+from denpex_kb.examples import find_benign_dir
 from denpex_kb.loader import load_kb
-from denpex_kb.testing import find_benign_dir
 from denpex_kb.verdict import EXIT_CODES, parse_stamp
 
 _KB = load_kb(KB)

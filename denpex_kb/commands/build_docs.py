@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise UsageError(f"the site needs the docs extra: pip install 'denpex-kb[docs]' ({exc})") from None
     from ..loader import load_kb
-    from ..problems import Severity
+    from ..problems import ProblemSeverity
     from ..validators import run_checks
 
     root = kb_dir(args)
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"the hub is built from a checkout of the repository (kb/, mkdocs.yml, site_overrides/): {where}; "
                          "run it in a checkout, or pass --config FILE (and --kb DIR)")
     kb = load_kb(root)
-    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    errors = [p for p in run_checks(kb) if p.severity is ProblemSeverity.error]
     if errors:
         for p in errors:
             print(p.render(), file=sys.stderr)

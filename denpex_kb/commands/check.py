@@ -25,13 +25,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def collect(args: argparse.Namespace) -> tuple[list[Problem], int]:
-    from ..problems import Severity
+    from ..problems import ProblemSeverity
     from ..validators import run_checks
 
     kb = load(args, packs=not args.no_packs)
     problems = run_checks(kb)
-    if not args.no_examples and not any(p.severity is Severity.error for p in problems):
-        from ..testing import example_problems
+    if not args.no_examples and not any(p.severity is ProblemSeverity.error for p in problems):
+        from ..examples import example_problems
 
         problems.extend(example_problems(kb))
     return problems, len(kb.files)

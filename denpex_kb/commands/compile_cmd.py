@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compiler import write_bundle
     from ..loader import load_kb
-    from ..problems import Severity
+    from ..problems import ProblemSeverity
     from ..schema import render, vocabulary_tags
     from ..validators import run_checks
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
                          "this denpex-kb is an installed package. Run it in a checkout, or give --out DIR "
                          "(and --kb DIR for entries of your own)")
     kb = load_kb(root)
-    errors = [p for p in run_checks(kb) if p.severity is Severity.error]
+    errors = [p for p in run_checks(kb) if p.severity is ProblemSeverity.error]
     if errors:
         for p in errors:
             print(p.render(), file=sys.stderr)

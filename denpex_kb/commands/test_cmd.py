@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..compiler import index_from_kb_dir
-    from ..testing import BENIGN_CODES, benign_problems, find_benign_dir, outcome_problems, run_examples
+    from ..examples import BENIGN_CODES, benign_problems, find_benign_dir, outcome_problems, run_examples
 
     kb = load(args)
     unknown = [i for i in args.ids if i not in kb.entries]

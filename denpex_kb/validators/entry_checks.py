@@ -53,6 +53,17 @@ class TagsInVocabulary(EntryCheck):
             yield self.problem(loaded, ("tags",), "add at least one framework tag (see the `framework` group in kb/_tags.yaml)")
 
 
+def _browser_problem(pattern: str) -> str | None:
+    """Why the hub's paste box could not run this RE2 pattern as a JavaScript regex, or None."""
+    from ..site.export import Untranslatable, re2_to_js
+
+    try:
+        re2_to_js(pattern)
+    except Untranslatable as exc:
+        return str(exc)
+    return None
+
+
 @register
 class SignaturesCompile(EntryCheck):
     code = "DKB104"
@@ -68,9 +79,15 @@ class SignaturesCompile(EntryCheck):
                 yield self.problem(loaded, ("signatures", i, "text"), "this signature repeats an earlier one; remove it")
             seen.add(key)
             try:
-                compile_signature(sig)
+                compiled = compile_signature(sig)
             except SignatureError as exc:
                 yield self.problem(loaded, ("signatures", i, "text"), f"{sig.kind.value} signature: {exc}")
+                continue
+            untranslatable = _browser_problem(compiled.pattern)
+            if untranslatable:
+                yield self.problem(loaded, ("signatures", i, "text"),
+                                   f"{sig.kind.value} signature: the hub's browser matcher cannot use it ({untranslatable}); "
+                                   "spell it without that (e.g. `[Cc]uda` for a case-insensitive letter)")
         for i, event in enumerate(entry.fingerprint.events if entry.fingerprint else []):
             try:
                 compile_signature(Signature(kind=event.kind, text=event.text))
