@@ -682,6 +682,74 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
                                    "(a stuck collective: the transport, a device, or a mismatch inside it)"))
 
 
+# ProcessGroupNCCL names a point-to-point op after its two ends, in group ranks: "nccl:send 0->1" on the
+# sender, "nccl:recv 1<-0" on the receiver. p2p_seq_id counts every p2p op of a rank in the group, whatever its
+# peer, so in a pipeline the members' counts differ without anyone hanging: p2p ops are paired per channel
+# (sender, receiver), the k-th send with the k-th recv.
+_P2P_NAME = re.compile(r"\A(send|recv) (\d+)(->|<-)(\d+)\Z")
+
+
+def _p2p_channel(e: Entry, group: _Group) -> tuple[int, int] | None:
+    """(sender, receiver) as global ranks, or None when the op's name does not say (a coalesced batch)."""
+    m = _P2P_NAME.match(e.op)
+    if not m or (m[1] == "send") != (m[3] == "->"):
+        return None
+    me, peer = int(m[2]), int(m[4])
+    if me != e.rank:  # the names are group ranks; the default group's are global ones
+        members = group.members
+        if not (0 <= me < len(members) and members[me] == e.rank and 0 <= peer < len(members)):
+            return None
+        peer = members[peer]
+    return (e.rank, peer) if m[1] == "send" else (peer, e.rank)
+
+
+def _join_p2p(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
+    label = group_label(group.name, group.desc)
+    ops: dict[tuple[int, int], dict[int, list[Entry]]] = {}  # channel -> rank -> its ops on it, in order
+    unpaired = 0
+    for r in group.members:
+        d = dumps.get(r)
+        if d is None:
+            continue
+        for e in sorted((e for e in d.entries if e.group == group.name and e.is_p2p), key=lambda e: e.record_id):
+            channel = _p2p_channel(e, group)
+            if channel is None:
+                unpaired += 1
+                continue
+            ops.setdefault(channel, {}).setdefault(r, []).append(e)
+    named = False
+    for (sender, receiver), by_rank in sorted(ops.items()):
+        sends, recvs = by_rank.get(sender, []), by_rank.get(receiver, [])
+        for k in range(min(len(sends), len(recvs))):
+            m = _compare(group, sends[k].seq, True, {sender: sends[k], receiver: recvs[k]})
+            if m:
+                out.mismatches.append(m)
+                break
+        if len(sends) == len(recvs):
+            continue
+        ahead, behind = (sender, receiver) if len(sends) > len(recvs) else (receiver, sender)
+        extra = (sends if ahead == sender else recvs)[min(len(sends), len(recvs))]
+        if extra.state == "completed":
+            continue  # it got past it: not where anyone waits
+        if behind in dumps and (dumps[behind].wrapped or dumps[ahead].wrapped):
+            out.problems.append(f"{label}: the ring buffer wrapped on rank {ahead} or {behind}, so their p2p ops "
+                                f"{sender}->{receiver} cannot be counted against each other; no culprit is named")
+            continue
+        absent = [] if behind in dumps else [behind]
+        h = Hang(group.name, group.desc, extra.op, extra.seq, True, [behind], absent, [ahead], extra.time_created_ns,
+                 where={ahead: extra.where()}, last_entries={behind: _last_entries(dumps.get(behind))})
+        posted = len(recvs) if ahead == sender else len(sends)
+        h.note = (f"rank {behind} posted {posted} of the {posted + 1} "
+                  f"{'recv' if ahead == sender else 'send'}s rank {ahead} is waiting for on {sender}->{receiver}")
+        if absent:
+            h.note += f"; no dump from rank {behind}: where it is is unknown"
+        out.hangs.append(h)
+        named = True
+    if unpaired and not named:
+        out.problems.append(f"{label}: {unpaired} point-to-point op(s) do not name their peer (a coalesced "
+                            "batch_isend_irecv?), so they are not paired")
+
+
 def _rk(ranks: Sequence[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + _ranks(ranks)
 
@@ -701,7 +769,7 @@ def analyze(dumps: Sequence[Dump], *, world_size: int | None = None, problems: S
             out.problems.append(f"{d.path}: rank {d.rank}'s dump holds no entries (flight recorder off? TORCH_FR_BUFFER_SIZE=0)")
     for g in _groups(list(dumps), world_size, out.problems):
         _join(g, by_rank, False, out)
-        _join(g, by_rank, True, out)
+        _join_p2p(g, by_rank, out)
     missing_world = sorted({r for h in out.hangs for r in h.absent_dumps})
     if missing_world:
         out.problems.insert(0, f"no dump from rank(s) {_ranks(missing_world)}")

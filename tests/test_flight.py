@@ -95,6 +95,53 @@ def test_p2p_joined_on_p2p_seq_id():
     assert h.to_dict()["p2p_seq_id"] == 3 and h.to_dict()["collective_seq_id"] is None
 
 
+def _fixture_module():
+    sys.path.insert(0, str(FIX))
+    try:
+        import make_fixtures
+    finally:
+        sys.path.remove(str(FIX))
+    return make_fixtures
+
+
+def test_p2p_pipeline_names_only_the_rank_that_never_posted():
+    """Three pipeline stages (0 sends to 1, 1 to 2): rank 1 holds twice as many p2p ops as its neighbours, and
+    p2p_seq_id counts them all, so joining the members on it compares unrelated ops (rank 0's fourth send with
+    rank 1's second recv) and names the wrong op and waiters. Paired per channel: rank 2 never posted its fourth
+    recv from 1, and rank 1 alone waits, in send 1->2. (Constructed dumps, version 2.10.)"""
+    mf = _fixture_module()
+    per_rank: dict[int, list] = {0: [], 1: [], 2: []}
+    seq = {0: 0, 1: 0, 2: 0}
+
+    def op(r: int, name: str, state: str = "completed") -> None:
+        seq[r] += 1
+        per_rank[r].append(mf.entry("2.10", len(per_rank[r]), 0, name, p2p_seq=seq[r], is_p2p=True, t=len(per_rank[r]),
+                                    line=120, state=state))
+
+    for k in range(4):
+        op(0, "send 0->1")
+        op(1, "recv 1<-0")
+        op(1, "send 1->2", state="started" if k == 3 else "completed")
+        if k < 3:
+            op(2, "recv 2<-1")
+    dumps = [flight.parse_dump(pickle.dumps(mf.top("2.10", [0, 1, 2], es), protocol=2), rank=r)
+             for r, es in per_rank.items()]
+    a = flight.analyze(dumps)
+    [h] = a.hangs
+    assert (h.op, h.seq_id, h.missing_ranks, h.waiting_ranks) == ("send 1->2", 8, [2], [1])
+    assert "rank 2 posted 3 of the 4 recvs rank 1 is waiting for on 1->2" in h.note
+    assert not a.mismatches
+
+
+def test_p2p_without_peers_is_not_paired():
+    mf = _fixture_module()
+    dumps = [flight.parse_dump(pickle.dumps(mf.top("2.10", [0, 1], [
+        mf.entry("2.10", 0, 0, "coalesced", p2p_seq=1, is_p2p=True, state="started")]), protocol=2), rank=r)
+        for r in (0, 1)]
+    a = flight.analyze(dumps)
+    assert not a.hangs and any("do not name their peer" in p for p in a.problems)
+
+
 def test_size_mismatch_both_sides(capsys):
     a = flight.analyze_paths([FIX / "v2_1"])
     [m] = a.mismatches
