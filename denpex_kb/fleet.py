@@ -45,6 +45,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "record",
     "scan_arrow",
+    "scan_table",
     "scan_batch",
     "scan_dataframe",
     "shared_index",
@@ -336,6 +337,14 @@ def scan_arrow(batches: Iterable[pa.RecordBatch], *, paths_column: str = "paths"
         for start in range(0, len(jobs), rows_per_batch):
             end = start + rows_per_batch
             yield scan_batch(jobs[start:end], names=names[start:end], index=index)
+
+
+def scan_table(table: pa.Table, *, paths_column: str = "paths", job_column: str = "job",
+               index: KbIndex | None = None) -> pa.Table:
+    """A table of jobs (a paths column, optionally a job column) as a SCHEMA table: for Ray Data
+    (`ds.map_batches(fleet.scan_table, batch_format="pyarrow")`), DuckDB and Polars (`.to_arrow()`)."""
+    batches = scan_arrow(table.to_batches(), paths_column=paths_column, job_column=job_column, index=index)
+    return pa.Table.from_batches(list(batches), schema=SCHEMA)
 
 
 _SPARK_TYPES = {pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING", _LIST: "ARRAY<STRING>"}

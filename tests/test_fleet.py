@@ -427,3 +427,29 @@ def test_spark_map_in_arrow_equals_the_plain_loop(spark: Any, fleet_jobs: list[t
 
     probe = spark.range(0, 64, numPartitions=8).mapInArrow(loads_probe, "pid BIGINT, loads BIGINT").collect()
     assert {r["loads"] for r in probe} == {1}  # (its speed is measured in benchmarks/fleet_bench.py, not here)
+
+
+def test_scan_table_equals_the_plain_loop(fleet_jobs: list[tuple[str, list[str]]]):
+    table = pa.table({"job": [j for j, _ in fleet_jobs[:20]], "paths": [p for _, p in fleet_jobs[:20]]})
+    out = fleet.scan_table(table)
+    assert out.schema == fleet.SCHEMA
+    assert out.to_pylist() == plain_loop(fleet_jobs[:20])
+    assert fleet.scan_table(table.slice(0, 0)).num_rows == 0
+
+
+@pytest.mark.slow
+def test_ray_map_batches_equals_the_plain_loop(fleet_jobs: list[tuple[str, list[str]]]):
+    """The Ray Data recipe of the README, run for real on a local Ray (two CPUs)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (.ci/run installs it)")
+    import ray.data
+
+    expected = sorted(plain_loop(fleet_jobs), key=lambda r: r["job"])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        ds = ray.data.from_items([{"job": job, "paths": paths} for job, paths in fleet_jobs])
+        out = ds.map_batches(fleet.scan_table, batch_format="pyarrow", batch_size=32)
+        rows = pa.concat_tables(ray.get(out.to_arrow_refs())).to_pylist()
+    finally:
+        ray.shutdown()
+    assert sorted(rows, key=lambda r: r["job"]) == expected
+    assert len(rows) == len(fleet_jobs) >= 200
