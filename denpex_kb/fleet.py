@@ -45,9 +45,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "record",
     "scan_arrow",
-    "scan_table",
     "scan_batch",
     "scan_dataframe",
+    "scan_table",
     "shared_index",
     "spark_ddl",
 ]
