@@ -440,8 +440,8 @@ def test_scan_table_equals_the_plain_loop(fleet_jobs: list[tuple[str, list[str]]
 @pytest.mark.slow
 def test_ray_map_batches_equals_the_plain_loop(fleet_jobs: list[tuple[str, list[str]]]):
     """The Ray Data recipe of the README, run for real on a local Ray (two CPUs)."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (.ci/run installs it)")
-    import ray.data
+    pytest.importorskip("ray.data", reason="Ray Data is not installed (.ci/run installs it)")
+    import ray
 
     expected = sorted(plain_loop(fleet_jobs), key=lambda r: r["job"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
