@@ -155,17 +155,22 @@ def _prune(known: list[list[Any]], no_match: dict[int, list[str]]) -> list[list[
     that decides is masked away, as in `nan iterations: 0`): they are left out."""
     from .fuzzy import THRESHOLD, FuzzyIndex, comparable, informational
 
-    fz = FuzzyIndex({"format": FUZZY_FORMAT, "known": known, "evidence": {}})
-    drop: set[int] = set()
-    for entry, texts in no_match.items():
-        own = [k for k, row in enumerate(known) if row[0] == entry]
-        for text in texts:
-            for raw in text.splitlines():
-                sk = skeleton(raw)
-                if informational(raw) or not comparable(sk):
-                    continue
-                drop.update(k for k in own if fz.score(k, sk) >= THRESHOLD)
-    return [row for k, row in enumerate(known) if k not in drop]
+    # Scores weigh words by their rarity among the wordings kept, so dropping some changes the others' scores:
+    # repeat until the index that ships has no own wording a no_match example reaches.
+    while True:
+        fz = FuzzyIndex({"format": FUZZY_FORMAT, "known": known, "evidence": {}})
+        drop: set[int] = set()
+        for entry, texts in no_match.items():
+            own = [k for k, row in enumerate(known) if row[0] == entry]
+            for text in texts:
+                for raw in text.splitlines():
+                    sk = skeleton(raw)
+                    if informational(raw) or not comparable(sk):
+                        continue
+                    drop.update(k for k in own if fz.score(k, sk) >= THRESHOLD)
+        if not drop:
+            return known
+        known = [row for k, row in enumerate(known) if k not in drop]
 
 
 def compile_fuzzy(kb: KnowledgeBase) -> dict[str, Any]:
