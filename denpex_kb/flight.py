@@ -575,7 +575,8 @@ def _last_entries(d: Dump | None, n: int = 3) -> list[Entry]:
     return sorted(d.entries, key=lambda e: e.record_id)[-n:]
 
 
-def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> None:
+def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
+    """The group's collectives joined on collective_seq_id (point-to-point ops: `_join_p2p`)."""
     members = group.members
     per: dict[int, dict[int, Entry]] = {}
     allg: dict[int, list[Entry]] = {}
@@ -587,20 +588,14 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
         allg[r] = es
         per[r] = {}
         for e in sorted(es, key=lambda e: e.record_id):
-            if e.is_p2p == p2p and e.seq > 0:
+            if not e.is_p2p and e.seq > 0:
                 per[r].setdefault(e.seq, e)
     absent = [r for r in members if r not in dumps]
-    if p2p:
-        # point-to-point: only the ranks that took part are joined (a p2p op involves two of them)
-        present = [r for r in members if per.get(r)]
-        if len(present) < 2:
-            return
-    else:
-        present = [r for r in members if r in dumps]
+    present = [r for r in members if r in dumps]
     if not present or not any(per.get(r) for r in present):
         return
     label = group_label(group.name, group.desc)
-    kind = "p2p" if p2p else "collective"
+    kind = "collective"
 
     # A member whose buffer wrapped and holds none of this group's entries cannot be placed.
     unknown = [r for r in present if not per.get(r) and dumps[r].wrapped]
@@ -618,7 +613,7 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
     seqs = sorted({s for r in present for s in per.get(r, {})})
     for s in seqs:
         at = {r: per[r][s] for r in present if s in per.get(r, {})}
-        m = _compare(group, s, p2p, at)
+        m = _compare(group, s, False, at)
         if m:
             out.mismatches.append(m)
             break  # after the first mismatch the ranks are out of step: later ones are consequences
@@ -641,7 +636,7 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
         # but with async ops it may be a rank that is only slow; keep the conclusion, note the completion.
         done = [r for r in waiting if _completed(dumps[r], allg[r], seq)]
         since = min((e.time_created_ns for e in holders.values() if e.time_created_ns), default=None)
-        h = Hang(group.name, group.desc, first.op, seq, p2p, missing + absent, absent, waiting, since,
+        h = Hang(group.name, group.desc, first.op, seq, False, missing + absent, absent, waiting, since,
                  where={r: e.where() for r, e in holders.items()},
                  last_entries={r: _last_entries(dumps.get(r)) for r in missing + absent})
         if done:
@@ -656,13 +651,13 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
     if seq <= 0:
         return
     holders = {r: per[r][seq] for r in present if seq in per[r]}
-    states = {r: _completed(dumps[r], allg[r], seq) if not p2p else None for r in present}
+    states = {r: _completed(dumps[r], allg[r], seq) for r in present}
     finished = [r for r, v in states.items() if v is True]
     held = holders[min(holders)] if holders else None
     op = held.op if held else None
     since = min((e.time_created_ns for e in holders.values() if e.time_created_ns), default=None)
     where = {r: e.where() for r, e in holders.items()}
-    if absent and not p2p:
+    if absent:
         if finished:
             out.problems.append(
                 f"{label}: no dump from rank(s) {_ranks(absent)}; {op} #{seq}, the last op of ranks {_ranks(present)}, "
@@ -673,11 +668,11 @@ def _join(group: _Group, dumps: dict[int, Dump], p2p: bool, out: Analysis) -> No
         if any(v is None for v in states.values()):
             caveat = ("these dumps cannot say whether it completed (gloo's never do): the conclusion holds when "
                       "they were taken while the job hung")
-        out.hangs.append(Hang(group.name, group.desc, op, seq, p2p, absent, absent, present, since, where=where,
+        out.hangs.append(Hang(group.name, group.desc, op, seq, False, absent, absent, present, since, where=where,
                               last_entries={r: [] for r in absent}, note=note, caveat=caveat))
-    elif (not p2p and states and all(v is False for v in states.values())
+    elif (states and all(v is False for v in states.values())
           and not any(m.group == group.name and m.seq_id == seq and not m.p2p for m in out.mismatches)):
-        out.hangs.append(Hang(group.name, group.desc, op, seq, p2p, [], [], present, since, where=where,
+        out.hangs.append(Hang(group.name, group.desc, op, seq, False, [], [], present, since, where=where,
                               note="every member entered it and none completed it: not a missing rank "
                                    "(a stuck collective: the transport, a device, or a mismatch inside it)"))
 
@@ -768,7 +763,7 @@ def analyze(dumps: Sequence[Dump], *, world_size: int | None = None, problems: S
         if not d.entries:
             out.problems.append(f"{d.path}: rank {d.rank}'s dump holds no entries (flight recorder off? TORCH_FR_BUFFER_SIZE=0)")
     for g in _groups(list(dumps), world_size, out.problems):
-        _join(g, by_rank, False, out)
+        _join(g, by_rank, out)
         _join_p2p(g, by_rank, out)
     missing_world = sorted({r for h in out.hangs for r in h.absent_dumps})
     if missing_world:
