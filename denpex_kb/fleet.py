@@ -35,7 +35,8 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess by t
 
 from .bundle import KbIndex, default_index
 from .output import RECORD_SCHEMA_VERSION, empty_record, job_record
-from .scanner import ScanError, _codec, scan_many  # _codec: compression told by the first bytes, as scan does
+from .reading import codec  # compression told by the first bytes, as scan does
+from .scanner import ScanError, scan_many
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -175,7 +176,7 @@ class _Inflate(io.RawIOBase):
         # Where this member ended; what follows is another member, zero padding, or something else.
         self.pos -= len(self.dec.unused_data)
         head = bytes(self.data[self.pos : self.pos + 8])
-        if _codec(head) == self.kind:
+        if codec(head) == self.kind:
             self.dec = _decompressor(self.kind)
             return
         self.done = True
@@ -187,7 +188,7 @@ class _Inflate(io.RawIOBase):
 def _bytes_source(data: Any, label: str) -> tuple[Any, Callable[[], str | None] | None, str | None]:
     """(what scan_many reads, a function giving the decompression error afterwards, or an error right away)."""
     view = memoryview(data).cast("B")
-    kind = _codec(bytes(view[:8]))
+    kind = codec(bytes(view[:8]))
     if kind is None:
         return io.BytesIO(view.tobytes() if not isinstance(data, bytes) else data), None, None
     if kind in ("gzip", "bzip2", "xz"):
@@ -213,7 +214,7 @@ def _check_path(path: str) -> str | None:
         return f"{path}: permission denied"
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"
-    kind = _codec(head)
+    kind = codec(head)
     if kind in ("lz4", "zip", "7z"):
         what = "an lz4-compressed stream" if kind == "lz4" else f"a {kind} archive"
         return f"{path}: {what}, not a log; extract the log first"

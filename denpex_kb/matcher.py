@@ -365,3 +365,17 @@ def _normalized_pass(raw_lines: list[str], exact: list[Line], index: KbIndex, co
             continue
         for sig, m in match_line_ignoring_case(line.text, index):
             consider(sig, m, line, i + 1, tier=NORMALIZED, case_penalty=_CASE_PENALTY)
+
+
+def classify_line(index: KbIndex, text: str) -> tuple[Any, dict[str, Any]] | None:
+    """The signature a normalised line is reported under, with the values of every signature of its entry that
+    matched; None when no signature matches. Deterministic: the candidates are sorted first."""
+    hits = sorted(match_line(text, index), key=lambda h: (h[0].entry.id, h[0].number, h[0].pattern))
+    if not hits:
+        return None
+    sig, _m = max(hits, key=lambda h: (h[0].role == "initiating", score_for(h[0].specificity), h[0].specificity, h[0].entry.id))
+    values: dict[str, Any] = {}
+    for other, om in hits:  # every signature of the chosen entry that matched adds its values
+        if other.entry is sig.entry:
+            values.update({k: v for k, v in om.groupdict().items() if v is not None and k not in values})
+    return sig, values

@@ -169,6 +169,7 @@ def strip_prefixes(raw: str) -> Line:
 
 # How an exception class's name ends. One list for the grammar below and the scan prefilter's markers, so a
 # line the grammar would accept is never filtered out before it is read.
+TRACEBACK = "Traceback (most recent call last)"
 EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Interrupt", "Exit", "Abort")
 EXCEPTION_NAMES = ("KeyboardInterrupt", "StopIteration")
 _EXCEPTION = re.compile(

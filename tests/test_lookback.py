@@ -9,8 +9,9 @@ from pathlib import Path
 
 from test_scan_fold import _parallel
 
-from denpex_kb import default_index, scan, scanner
+from denpex_kb import default_index, passes, scan, scanner
 from denpex_kb.examples import hot_anchors
+from denpex_kb.lookback import LookbackPlan
 
 # Real NCCL output: the bootstrap line of NVIDIA/nccl#834 (tests/corpus/benign/nccl.log), the WARN of
 # kb/nccl-socket-connect-failure.yaml's examples.
@@ -31,7 +32,7 @@ def test_info_event_anchors_are_not_searched_for_across_the_log():
     assert "NCCL INFO Bootstrap : Using" not in index.prefilter_anchors
     assert not prefilter.search(BOOTSTRAP.encode())
     healthy = ("\n".join([BOOTSTRAP, STEP] * 500) + "\n").encode()
-    hits = scanner._hits(io.BytesIO(healthy), prefilter, None, lookback=scanner.LookbackPlan(index))
+    hits = passes.stream_hits(io.BytesIO(healthy), prefilter, None, lookback=LookbackPlan(index))
     assert hits.lines == [] and hits.count == 1000
 
 

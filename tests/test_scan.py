@@ -103,8 +103,9 @@ def test_hard_wrapped_line_is_still_matched_by_match():
 
 def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
     from denpex_kb import default_index
+    from denpex_kb.passes import scan_stream as _scan_stream
     from denpex_kb.prefilter import HyperscanPrefilter, Re2Prefilter
-    from denpex_kb.scanner import _Collector, _scan_stream
+    from denpex_kb.scanner import _Collector
 
     log = tmp_path / "job.log"
     log.write_text("\n".join(job_log() * 3) + "\n", encoding="utf-8")
@@ -124,18 +125,18 @@ def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
 
 
 def test_big_files_split_across_processes_give_the_same_report(tmp_path: Path, monkeypatch):
-    from denpex_kb import scanner
+    from denpex_kb import passes, reading
 
     log = tmp_path / "big.log"
     log.write_text("\n".join(job_log() * 40) + "\n", encoding="utf-8")
     sequential = scan(log)
-    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(scanner, "CHUNK", 64 << 10)  # many windows per process, too
+    monkeypatch.setattr(passes, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(reading, "CHUNK", 64 << 10)  # many windows per process, too
 
     def no_fallback(*args, **kwargs):
         raise AssertionError("the parallel path fell back to the sequential one")
 
-    monkeypatch.setattr(scanner, "_scan_stream", no_fallback)
+    monkeypatch.setattr(passes, "scan_stream", no_fallback)
     parallel = scan(log)
     assert parallel.lines == sequential.lines == len(job_log()) * 40
     assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in sequential.findings]

@@ -1,4 +1,4 @@
-"""Workers fold repeated findings where they find them (scanner._fold): a log in which every line is a known
+"""Workers fold repeated findings where they find them (passes.Folder): a log in which every line is a known
 failure no longer sends every line to the parent, and the report is the one a sequential read gives."""
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ def _all_failures() -> list[str]:
 
 
 def _parallel(monkeypatch, log: Path):
-    from denpex_kb import scanner
+    from denpex_kb import passes, reading
 
-    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(scanner, "CHUNK", 16 << 10)
+    monkeypatch.setattr(passes, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(reading, "CHUNK", 16 << 10)
 
     def no_fallback(*args, **kwargs):
         raise AssertionError("the parallel path fell back to the sequential one")
 
-    monkeypatch.setattr(scanner, "_scan_stream", no_fallback)
+    monkeypatch.setattr(passes, "scan_stream", no_fallback)
     return scan(log)
 
 
@@ -45,7 +45,7 @@ def test_folded_repeats_give_the_sequential_report(tmp_path: Path, monkeypatch):
 
 
 def test_a_worker_sends_each_group_once(tmp_path: Path):
-    from denpex_kb import scanner
+    from denpex_kb import passes, scanner
     from denpex_kb.bundle import default_index
 
     log = tmp_path / "all.log"
@@ -53,11 +53,11 @@ def test_a_worker_sends_each_group_once(tmp_path: Path):
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     index = default_index()
     prefilter = scanner.prefilter_for(index)
-    scanner._FORKED["t"], scanner._FORKED_INDEX["t"] = prefilter, index
+    passes._FORKED["t"], passes._FORKED_INDEX["t"] = prefilter, index
     try:
-        hits = scanner._range_worker(str(log), 0, log.stat().st_size, "t")
+        hits = passes.range_worker(str(log), 0, log.stat().st_size, "t")
     finally:
-        scanner._FORKED.pop("t"), scanner._FORKED_INDEX.pop("t")
+        passes._FORKED.pop("t"), passes._FORKED_INDEX.pop("t")
     assert hits.count == len(lines)
     # kept: the first line of each group, the traceback header, and the 8 watchdog lines a fingerprint follows
     assert len(hits.lines) < 20
@@ -71,16 +71,16 @@ def test_a_worker_folds_a_window_at_a_time(tmp_path: Path, monkeypatch):
     window is read (a 1 GB log of failures would otherwise sit in one worker's memory)."""
     import mmap
 
-    from denpex_kb import scanner
+    from denpex_kb import passes, reading, scanner
     from denpex_kb.bundle import default_index
 
-    monkeypatch.setattr(scanner, "CHUNK", 16 << 10)
+    monkeypatch.setattr(reading, "CHUNK", 16 << 10)
     log = tmp_path / "all.log"
     lines = _all_failures()
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     index = default_index()
     folded: dict = {}
-    fold = scanner._Folder(index, None, folded)
+    fold = passes.Folder(index, None, folded)
     windows: list[int] = []
 
     def recording(window):
@@ -88,7 +88,7 @@ def test_a_worker_folds_a_window_at_a_time(tmp_path: Path, monkeypatch):
         return fold(window)
 
     with log.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        hits = scanner._mapped_hits(mm, 0, log.stat().st_size, scanner.prefilter_for(index), None, recording)
+        hits = passes.mapped_hits(mm, 0, log.stat().st_size, scanner.prefilter_for(index), None, recording)
     assert len(windows) > 10 and max(windows) < len(lines) / 5  # many windows, none holding most of the lines
     assert len(hits.lines) < 20 and sum(extra[0] for extra in folded.values()) + len(hits.lines) == len(lines)
 
@@ -96,18 +96,18 @@ def test_a_worker_folds_a_window_at_a_time(tmp_path: Path, monkeypatch):
 def test_many_small_tasks_and_a_failure_midway_give_the_sequential_report(tmp_path: Path, monkeypatch):
     """Results are taken a task at a time; a worker that dies after some tasks were taken leaves the rest of the
     file to be read plainly, from where those tasks end, with the right line numbers."""
-    from denpex_kb import scanner
+    from denpex_kb import passes
 
     log = tmp_path / "job.log"
     lines = job_log() * 60
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     sequential = scan(log)
-    monkeypatch.setattr(scanner, "TASK_BYTES", 8 << 10)
+    monkeypatch.setattr(passes, "TASK_BYTES", 8 << 10)
     many = _parallel(monkeypatch, log)
     assert many.to_dict() == sequential.to_dict()
     monkeypatch.undo()
 
-    real = scanner._range_worker
+    real = passes.range_worker
     half = log.stat().st_size // 2
 
     def dies_in_the_second_half(path, start, end, key="prefilter"):
@@ -115,8 +115,8 @@ def test_many_small_tasks_and_a_failure_midway_give_the_sequential_report(tmp_pa
             raise OSError("worker lost")
         return real(path, start, end, key)
 
-    monkeypatch.setattr(scanner, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(scanner, "TASK_BYTES", 8 << 10)
-    monkeypatch.setattr(scanner, "_range_worker", dies_in_the_second_half)
+    monkeypatch.setattr(passes, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(passes, "TASK_BYTES", 8 << 10)
+    monkeypatch.setattr(passes, "range_worker", dies_in_the_second_half)
     broken = scan(log)
     assert broken.lines == len(lines) and broken.to_dict() == sequential.to_dict()
