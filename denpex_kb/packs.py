@@ -163,12 +163,23 @@ def _cached(pack: Pack, build: Callable[[Pack], CompiledPack]) -> CompiledPack:
     return compiled
 
 
-def compiled_packs(warn: Callable[[str], None] | None = None) -> list[CompiledPack]:
-    """Every installed pack, compiled (from the cache when its files have not changed)."""
-    say = warn or (lambda message: print(f"denpex-kb: {message}", file=sys.stderr))
+def stderr_warner(prefix: str) -> Callable[[str], None]:
+    return lambda message: print(f"{prefix}: {message}", file=sys.stderr)
+
+
+def discovered(warn: Callable[[str], None] | None = None) -> list[Pack]:
+    """The installed packs that could be found; what could not is said through `warn` (stderr by default)."""
+    say = warn or stderr_warner("denpex-kb")
     packs, warnings = installed()
     for message in warnings:
         say(message)
+    return packs
+
+
+def compiled_packs(warn: Callable[[str], None] | None = None) -> list[CompiledPack]:
+    """Every installed pack, compiled (from the cache when its files have not changed)."""
+    say = warn or stderr_warner("denpex-kb")
+    packs = discovered(say)
     out = []
     for pack in packs:
         try:

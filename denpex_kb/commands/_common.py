@@ -36,17 +36,13 @@ def kb_dir(args: argparse.Namespace) -> Path:
 
 def load(args: argparse.Namespace, *, packs: bool = False) -> KnowledgeBase:
     """The knowledge base as YAML; with `packs`, the installed packs' entries too (see packs.py)."""
-    import sys
-
     from ..loader import load_kb
 
     found: list[Pack] = []
     if packs:
-        from ..packs import installed
+        from ..packs import discovered, stderr_warner
 
-        found, warnings = installed()
-        for message in warnings:
-            print(f"denpex-kb {args.command}: {message}", file=sys.stderr)
+        found = discovered(stderr_warner(f"denpex-kb {args.command}"))
     return load_kb(kb_dir(args), found)
 
 
