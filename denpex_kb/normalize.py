@@ -167,9 +167,10 @@ def strip_prefixes(raw: str) -> Line:
     return line
 
 
+TRACEBACK = "Traceback (most recent call last)"  # a Python traceback's header line
+
 # How an exception class's name ends. One list for the grammar below and the scan prefilter's markers, so a
 # line the grammar would accept is never filtered out before it is read.
-TRACEBACK = "Traceback (most recent call last)"
 EXCEPTION_SUFFIXES = ("Error", "Exception", "Failure", "Interrupt", "Exit", "Abort")
 EXCEPTION_NAMES = ("KeyboardInterrupt", "StopIteration")
 _EXCEPTION = re.compile(

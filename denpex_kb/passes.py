@@ -47,7 +47,7 @@ class Hits:
     lines: list[tuple[int, bytes]] = field(default_factory=list)  # (1-based line number, raw line)
     count: int = 0
     error: ScanError | None = None
-    # Repeats folded by a worker (see _fold): group key -> [lines, ranks, hosts] beyond the first, which is kept;
+    # Repeats folded by a worker (see Folder): group key -> [lines, ranks, hosts] beyond the first, which is kept;
     # ranks and hosts as dicts with None values, ordered sets in the order they were seen
     folded: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 

@@ -103,7 +103,7 @@ def test_hard_wrapped_line_is_still_matched_by_match():
 
 def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
     from denpex_kb import default_index
-    from denpex_kb.passes import scan_stream as _scan_stream
+    from denpex_kb.passes import scan_stream
     from denpex_kb.prefilter import HyperscanPrefilter, Re2Prefilter
     from denpex_kb.scanner import _Collector
 
@@ -118,7 +118,7 @@ def test_both_prefilter_engines_give_the_same_findings(tmp_path: Path):
     for engine in engines:
         collector = _Collector(index)
         with log.open("rb") as fh:
-            lines, error = _scan_stream(fh, collector, engine, None)
+            lines, error = scan_stream(fh, collector, engine, None)
         assert error is None and lines == len(job_log()) * 3
         results.append([f.to_dict() for f in collector.report(lines, [str(log)]).findings])
     assert all(r == results[0] for r in results) and results[0]
