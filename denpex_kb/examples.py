@@ -100,7 +100,7 @@ def _fuzzy_names(index: KbIndex, entry_id: str, number: int, text: str) -> str |
     me = index.entries.index(index.by_id[entry_id])
     own = frozenset(k for k, known in enumerate(fz.known) if known.entry == me and known.origin == f"example:{number}")
     for raw in text.splitlines():
-        found = fz.line(raw, own)
+        found = fz.answer_raw(raw, own)
         if found is not None:
             return index.entries[fz.known[found[0]].entry].id
     return None
@@ -163,7 +163,7 @@ def benign_problems(kb: KnowledgeBase, index: KbIndex, benign: Path) -> list[Pro
             if any(a.get("file") == log.name and a.get("id") == f.id and a.get("text", "") in f.text for a in allowed):
                 continue
             what = f"entry {f.id!r}" if f.id else f"an unrecognised {f.exception}"
-            problems.append(Problem.of("DKB204", shown, f.line, 1,
+            problems.append(Problem.of("DKB204", shown, f.line_number, 1,
                 f"healthy output gives a finding ({what}) on {f.text[:90]!r}; make the entry's signature more specific, "
                 f"or add a reviewed exception to {benign.name}/{ALLOWLIST}"))
         with log.open(encoding="utf-8", errors="replace") as fh:

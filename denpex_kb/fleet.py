@@ -67,7 +67,7 @@ SCHEMA = pa.schema(
         pa.field("initiating_title", pa.string()),  # the entry's title, or the exception type no entry knows
         pa.field("initiating_rank", pa.int32()),
         pa.field("initiating_host", pa.string()),  # the first host name the line's prefix gave
-        pa.field("initiating_line", pa.int64()),  # 1-based, in the file the line was read from
+        pa.field("initiating_line_number", pa.int64()),  # 1-based, in the file the line was read from
         pa.field("initiating_text", pa.string()),  # the normalised line
         pa.field("initiating_tier", pa.string()),  # exact | fingerprint | fuzzy | evidence; null: none named it
         pa.field("fix", pa.string()),

@@ -56,22 +56,22 @@ _FRAME = re.compile(r"^(?:file \"|traceback \(most recent call last\)|\^+$|~+$|d
 _KEPT = {"nan", "inf", "-inf"}
 
 
-def _mask(line: str) -> str:
+def _mask(text: str) -> str:
     out, last = [], 0
-    for start, end, name in masked_spans(line):
-        if line[start:end].lower() in _KEPT:
+    for start, end, name in masked_spans(text):
+        if text[start:end].lower() in _KEPT:
             continue
-        out += [line[last:start], "{" + name + "}"]
+        out += [text[last:start], "{" + name + "}"]
         last = end
-    out.append(line[last:])
+    out.append(text[last:])
     return "".join(out)
 
 
 def skeleton(text: str) -> str:
     """`text` (one line) as the fuzzy tier compares it: artifacts undone, prefixes stripped, variables masked
     (failure values such as nan kept), case folded, whitespace collapsed."""
-    line = strip_prefixes(normalize_line(text)).text
-    return _SPACE.sub(" ", _mask(line)).strip().lower()
+    stripped = strip_prefixes(normalize_line(text)).text
+    return _SPACE.sub(" ", _mask(stripped)).strip().lower()
 
 
 def _classes(words: list[str]) -> set[str]:
@@ -112,7 +112,7 @@ class Hit(NamedTuple):
     known: Known
     score: float  # 0-100
     line_number: int  # 1-based within the pasted text
-    line: str  # the pasted line, prefixes stripped
+    text: str  # the pasted line, prefixes stripped
 
 
 class FuzzyIndex:
@@ -204,11 +204,11 @@ class FuzzyIndex:
              exclude: frozenset[int] = frozenset()) -> Iterator[Hit]:
         """For each (line number, line) that is comparable and close to a known wording, that wording."""
         for number, raw in lines:
-            found = self.line(raw, exclude, threshold)
+            found = self.answer_raw(raw, exclude, threshold)
             if found is not None:
                 yield Hit(self.known[found[0]], found[1], number, strip_prefixes(raw).text)
 
-    def line(self, raw: str, exclude: frozenset[int] = frozenset(),
+    def answer_raw(self, raw: str, exclude: frozenset[int] = frozenset(),
              threshold: float = THRESHOLD) -> tuple[int, float] | None:
         """`answer` for one raw line, if it is a line the fuzzy tier compares at all (not an INFO line, enough
         content words, not a traceback frame)."""

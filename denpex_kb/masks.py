@@ -68,11 +68,11 @@ def _combined() -> re.Pattern[str]:
     return re.compile(r"(?<![\w.])(?:" + "|".join(parts) + r")(?![\w])")
 
 
-def mask_line(line: str) -> str:
-    """Replace every variable part of `line` by its mask's token, e.g. `{size}`."""
-    return _combined().sub(lambda m: "{" + (m.lastgroup or "num") + "}", line)
+def mask_line(text: str) -> str:
+    """Replace every variable part of `text` (one line) by its mask's token, e.g. `{size}`."""
+    return _combined().sub(lambda m: "{" + (m.lastgroup or "num") + "}", text)
 
 
-def masked_spans(line: str) -> list[tuple[int, int, str]]:
-    """The (start, end, mask name) of each variable part of `line`."""
-    return [(m.start(), m.end(), m.lastgroup or "num") for m in _combined().finditer(line)]
+def masked_spans(text: str) -> list[tuple[int, int, str]]:
+    """The (start, end, mask name) of each variable part of `text` (one line)."""
+    return [(m.start(), m.end(), m.lastgroup or "num") for m in _combined().finditer(text)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -55,7 +56,7 @@ class Match:
     score: int  # 0-100
     signature: str  # the pattern that matched
     role: str  # the signature's role: initiating or collateral
-    line: str  # the normalised line it matched
+    text: str  # the normalised line it matched
     values: dict[str, Any] = field(default_factory=dict)  # extracted values: sizes, ranks, codes
     fix: str = ""  # the one-line fix
     url: str = ""  # the entry's page on the hub
@@ -80,8 +81,14 @@ class Match:
         d["printed_by"] = dict(self.printed_by)
         return d
 
+    @property
+    def line(self) -> str:
+        """Deprecated in 0.2.0, removed in 0.3.0: the matched line's text is `text` (`line` names a `Line`)."""
+        warnings.warn("Match.line is deprecated; use Match.text", DeprecationWarning, stacklevel=2)
+        return self.text
+
     def __repr__(self) -> str:
-        return (f"Match(id={self.id!r}, score={self.score}, tier={self.tier!r}, line={self.line[:60]!r}, "
+        return (f"Match(id={self.id!r}, score={self.score}, tier={self.tier!r}, text={self.text[:60]!r}, "
                 f"values={self.values})")
 
 
@@ -209,7 +216,7 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
                 score=score,
                 signature=sig.pattern,
                 role=sig.role,
-                line=line.text,
+                text=line.text,
                 values=_values(m, line, exc),
                 fix=sig.entry.fix,
                 url=sig.entry.url,
@@ -326,7 +333,7 @@ def _entry_match(entry: Any, line: Line, number: int, tier: str, score: int, sig
     if exc:
         values["exception"] = exc
     return Match(id=entry.id, title=entry.title, phase=entry.phase, severity=entry.severity, score=score,
-                 signature=signature, role=role, line=line.text, values=values, fix=entry.fix, url=entry.url,
+                 signature=signature, role=role, text=line.text, values=values, fix=entry.fix, url=entry.url,
                  specificity=0, line_number=number, retry=entry.retry, blame=entry.blame, tier=tier, pack=entry.pack)
 
 

@@ -245,7 +245,7 @@ def _match_text(r: MatchResult, out: TextIO, err: TextIO) -> None:
         print(f"{v(m.id)}  ({v(m.phase)}, score {m.score}{_TIER_NOTE.get(m.tier, '')})  {v(m.title)}", file=out)
         if m.pack:
             print(f"  pack:    {v(m.pack)} (an installed pack, not denpex-kb's own knowledge base)", file=out)
-        print(f"  matched: {v(cut(m.line, 300))}", file=out)
+        print(f"  matched: {v(cut(m.text, 300))}", file=out)
         if m.tier == "fuzzy":
             print(f"  close to: {v(cut(m.signature, 300))}  (no signature matched; a known wording is this close)", file=out)
         elif m.tier == "evidence":
@@ -297,7 +297,7 @@ class ScanResult:
 
 def _where(f: Finding) -> str:
     who = f"rank {f.rank}" if f.rank is not None else "no rank prefix"
-    place = f"{visible(f.file)}:{f.line}" if f.file else f"line {f.line}"
+    place = f"{visible(f.file)}:{f.line_number}" if f.file else f"line {f.line_number}"
     return f"{who}, {place}"
 
 
@@ -365,7 +365,7 @@ def render_scan(report: ScanReport) -> str:
             who = f"ranks {ranges(ranks)}" if len(set(ranks)) > 1 else (f"rank {ranks[0]}" if ranks else "")
             lines = sum(f.count for f in fs)
             first = min(fs, key=lambda f: f.order)
-            where = f"first at {visible(first.file) + ':' if first.file else 'line '}{first.line}"
+            where = f"first at {visible(first.file) + ':' if first.file else 'line '}{first.line_number}"
             out.append(f"  {who + ': ' if who else ''}{visible(key)} ({plural(lines, 'line')}, {where})")
     return "\n".join(out)
 
@@ -399,10 +399,10 @@ def _scan_json(r: ScanResult, out: TextIO, err: TextIO) -> None:
 # tests/test_output.py holds the two to the same names, version and values.
 # 2: initiating_tier (how the entry was named: exact, fingerprint, fuzzy, evidence) and versions (the versions
 # the log or --env named, as sorted "package==version" strings: the same value in JSON, Arrow and Spark) added.
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 RECORD_FIELDS = (
     "schema_version", "job", "files", "initiating_id", "initiating_title", "initiating_rank", "initiating_host",
-    "initiating_line", "initiating_text", "initiating_tier", "fix", "url", "verdict_retry", "verdict_blame",
+    "initiating_line_number", "initiating_text", "initiating_tier", "fix", "url", "verdict_retry", "verdict_blame",
     "verdict_exclude", "collateral_ids", "collateral_count", "versions", "errors",
 )
 
@@ -422,7 +422,7 @@ def job_record(report: ScanReport, job: str, files: list[str] | None = None, err
         info = report.info
         row.update(
             initiating_id=init.id, initiating_title=init.title or init.exception, initiating_rank=init.rank,
-            initiating_host=init.hosts[0] if init.hosts else None, initiating_line=init.line,
+            initiating_host=init.hosts[0] if init.hosts else None, initiating_line_number=init.line_number,
             initiating_text=init.text, initiating_tier=init.tier, fix=info.fix if info else None,
             url=info.url if info else None,
         )
@@ -528,8 +528,8 @@ def sarif_log(r: ScanResult) -> dict[str, Any]:
                 rule_index[rule_id] = len(rules)
                 rules.append(dict(_UNKNOWN) if f.id is None else _rule(by_id.get(f.id), f.id))
             location: dict[str, Any] = {"artifactLocation": _artifact(f.file or "<lines>")}
-            if f.line >= 1:
-                location["region"] = {"startLine": f.line, "snippet": {"text": f.text}}
+            if f.line_number >= 1:
+                location["region"] = {"startLine": f.line_number, "snippet": {"text": f.text}}
             level = "note" if f.before_job else ("error" if f.role == "initiating" else "warning")
             results.append({
                 "ruleId": rule_id,

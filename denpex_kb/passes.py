@@ -35,7 +35,7 @@ class LineSink(Protocol):
     index: KbIndex
     path_rank: int | None
 
-    def line(self, raw: str, number: int) -> None: ...
+    def feed(self, raw: str, number: int) -> None: ...
 
     def add_folded(self, folded: dict[tuple[str, str], list[Any]]) -> None: ...
 
@@ -97,7 +97,7 @@ def stream_hits(fh: BinaryIO, prefilter: Prefilter, on_bytes: Callable[[int], No
 def scan_stream(
     fh: BinaryIO, collector: LineSink, prefilter: Prefilter, on_bytes: Callable[[int], None] | None
 ) -> tuple[int, ScanError | None]:
-    found = stream_hits(fh, prefilter, on_bytes, sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), n),
+    found = stream_hits(fh, prefilter, on_bytes, sink=lambda n, raw: collector.feed(raw.decode("utf-8", "replace"), n),
                   lookback=LookbackPlan(collector.index))
     return found.count, found.error
 
@@ -316,7 +316,7 @@ def scan_parallel(path: Path, size: int, collector: LineSink, prefilter: Prefilt
                     pending.append(pool.submit(range_worker, str(path), a, b, key))
                 part = pending.pop(0).result()
                 for number, raw in part.lines:
-                    collector.line(raw.decode("utf-8", "replace"), offset + number)
+                    collector.feed(raw.decode("utf-8", "replace"), offset + number)
                 collector.add_folded(part.folded)
                 offset += part.count
                 done = ranges[k][1]
@@ -339,6 +339,6 @@ def _rest_plainly(path: Path, start: int, lines: int, collector: LineSink, prefi
     with open(path, "rb") as fh:
         fh.seek(start)
         found = stream_hits(fh, prefilter, on_bytes,
-                      sink=lambda n, raw: collector.line(raw.decode("utf-8", "replace"), lines + n),
+                      sink=lambda n, raw: collector.feed(raw.decode("utf-8", "replace"), lines + n),
                       lookback=LookbackPlan(collector.index))
     return lines + found.count, found.error

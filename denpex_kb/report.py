@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -18,7 +19,7 @@ class ScanError(Exception):
 @dataclass
 class Finding:
     id: str | None  # None: an exception no entry knows
-    line: int  # 1-based, in `file`
+    line_number: int  # 1-based, in `file`
     rank: int | None
     role: str  # "initiating" or "collateral"
     text: str  # the normalised line
@@ -45,6 +46,12 @@ class Finding:
         d = asdict(self)
         d.pop("order")
         return d
+
+    @property
+    def line(self) -> int:
+        """Deprecated in 0.2.0, removed in 0.3.0: the line's number is `line_number` (`line` names a `Line`)."""
+        warnings.warn("Finding.line is deprecated; use Finding.line_number", DeprecationWarning, stacklevel=2)
+        return self.line_number
 
 
 @dataclass

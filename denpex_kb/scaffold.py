@@ -49,7 +49,7 @@ def choice(values: list[str]) -> str:
 @dataclass
 class Proposal:
     raw: str  # the text as pasted
-    line: str  # the normalised line the template was made from
+    text: str  # the normalised line the template was made from
     template: str
     kind: SignatureKind = SignatureKind.template
     warnings: list[str] = field(default_factory=list)
@@ -59,29 +59,29 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def template_for(line: str) -> str:
-    """`line` with every variable part (numbers, sizes, paths, addresses) replaced by its placeholder."""
+def template_for(text: str) -> str:
+    """`text` with every variable part (numbers, sizes, paths, addresses) replaced by its placeholder."""
     out: list[str] = []
     last = 0
-    for start, end, name in masked_spans(line):
-        out.append(_escape(line[last:start]))
+    for start, end, name in masked_spans(text):
+        out.append(_escape(text[last:start]))
         out.append("{" + name + "}")
         last = end
-    out.append(_escape(line[last:]))
+    out.append(_escape(text[last:]))
     return "".join(out)
 
 
-def template_matches(template: str, line: str) -> bool:
+def template_matches(template: str, text: str) -> bool:
     try:
         compiled = compile_template(template)
     except TemplateError:
         return False
-    return re2.search(compiled.pattern, line) is not None
+    return re2.search(compiled.pattern, text) is not None
 
 
-def _error_line(text: str) -> str:
+def _error_line(pasted: str) -> str:
     """The line of a pasted block that carries the error: the one naming an exception, else the first."""
-    lines = [strip_prefixes(r).text for r in text.splitlines()]
+    lines = [strip_prefixes(r).text for r in pasted.splitlines()]
     lines = [t for t in lines if t]
     for t in lines:
         if exception_type(t):
@@ -89,31 +89,31 @@ def _error_line(text: str) -> str:
     return lines[0] if lines else ""
 
 
-def _without_exception(line: str) -> str:
+def _without_exception(text: str) -> str:
     """The message without its exception class, which changes across releases (RuntimeError -> OutOfMemoryError)."""
-    exc = exception_type(line)
-    if not exc or not line.startswith(exc + ":"):
-        return line
-    message = line[len(exc) + 1 :].strip()
+    exc = exception_type(text)
+    if not exc or not text.startswith(exc + ":"):
+        return text
+    message = text[len(exc) + 1 :].strip()
     literal = re.sub(r"\{[a-z]+\}", "", mask_line(message))
-    return message if len(literal.strip()) >= _MIN_MESSAGE else line
+    return message if len(literal.strip()) >= _MIN_MESSAGE else text
 
 
 def propose(raw: str) -> Proposal:
-    line = _error_line(raw)
-    if not line:
+    text = _error_line(raw)
+    if not text:
         raise ScaffoldError("the pasted text is empty once prefixes are removed; paste the error line itself")
-    text = _without_exception(line)
-    template = template_for(text)
-    proposal = Proposal(raw, line, template)
-    if not template_matches(template, line):
+    message = _without_exception(text)
+    template = template_for(message)
+    proposal = Proposal(raw, text, template)
+    if not template_matches(template, text):
         # The masks disagree with the template compiler on this line; fall back to the text as it is.
-        proposal.template = _escape(text)
+        proposal.template = _escape(message)
         proposal.warnings.append(
             "could not build a template that matches the line; the signature is the literal text, replace its "
             "variable parts with placeholders by hand"
         )
-        if not template_matches(proposal.template, line):
+        if not template_matches(proposal.template, text):
             raise ScaffoldError("the pasted line cannot be turned into a signature; write one by hand")
     literals = compile_template(proposal.template).literals
     if max((len(x.strip()) for x in literals), default=0) < MIN_ANCHOR:
@@ -124,10 +124,10 @@ def propose(raw: str) -> Proposal:
     return proposal
 
 
-def derive_id(line: str) -> str:
+def derive_id(text: str) -> str:
     """A kebab-case id from the first clause of the message (falling back to the exception class's words)."""
-    exc = exception_type(line)
-    message = line[len(exc) + 1 :] if exc and line.startswith(exc + ":") else line
+    exc = exception_type(text)
+    message = text[len(exc) + 1 :] if exc and text.startswith(exc + ":") else text
     clause = re.split(r"[.:;,(\[]", mask_line(message).strip(), maxsplit=1)[0]
     words = [w for w in re.findall(r"[a-z0-9]+", re.sub(r"\{[a-z]+\}", " ", clause.lower())) if len(w) > 1]
     if len(words) < 2 and exc:
@@ -136,16 +136,16 @@ def derive_id(line: str) -> str:
     return "-".join(words[:_ID_WORDS])
 
 
-def similar_entries(line: str, kb: KnowledgeBase, limit: int = 3) -> list[tuple[str, int]]:
-    """Entries with a match example close to `line` (masked, so numbers and paths do not count), best first."""
+def similar_entries(text: str, kb: KnowledgeBase, limit: int = 3) -> list[tuple[str, int]]:
+    """Entries with a match example close to `text` (masked, so numbers and paths do not count), best first."""
     choices: dict[tuple[str, int], str] = {}
     for entry in kb.entries.values():
         for i, ex in enumerate(entry.examples.match):
             for j, raw in enumerate(ex.text.splitlines()):
-                text = strip_prefixes(raw).text
-                if text:
-                    choices[(entry.id, i * 10_000 + j)] = mask_line(text)
-    query = mask_line(line)
+                seen = strip_prefixes(raw).text
+                if seen:
+                    choices[(entry.id, i * 10_000 + j)] = mask_line(seen)
+    query = mask_line(text)
     if len(query.split()) < _MIN_SIMILAR_WORDS:
         return []  # a few words are a subset of too many lines to say anything
     found: dict[str, int] = {}

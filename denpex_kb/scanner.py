@@ -106,7 +106,7 @@ class _Collector:
         path names); `error_file`: it is a TorchElastic error file, the rank's own account of its failure."""
         self.file_no, self.file_name, self.path_rank, self.error_file = file_no, name, path_rank, error_file
 
-    def line(self, raw: str, number: int) -> None:
+    def feed(self, raw: str, number: int) -> None:
         line = strip_prefixes(raw)
         text = line.text
         if not text:
@@ -195,7 +195,7 @@ class _Collector:
         if self.error_file:
             values = {**values, "error_file": True}
         self.groups[key] = Finding(
-            id=entry_id, line=number, rank=rank, role=role, text=text, score=score, exception=exc, title=title,
+            id=entry_id, line_number=number, rank=rank, role=role, text=text, score=score, exception=exc, title=title,
             file=self.file_name, ranks=[rank] if rank is not None else [], values=values, signature_role=role,
             hosts=[host] if host else [], stamp=line.stamp if line is not None else None,
             kernel=line is not None and bool(KERNEL_PREFIXES.intersection(line.prefixes)), order=(self.file_no, number),
@@ -250,7 +250,7 @@ class _Collector:
             if f.id is not None or asked >= MAX_NAMED:
                 continue
             asked += 1
-            found = fz.line(f.text)
+            found = fz.answer_raw(f.text)
             if found is not None:
                 known, tier = fz.known[found[0]], "fuzzy"
                 entry, role = self.index.entries[known.entry], known.role
@@ -426,7 +426,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                     if number <= SNIFF_LINES and collector.start is None:
                         collector.sniff_start(segment)
                     if prefilter.search(segment.encode("utf-8", "replace")) or any(a in segment for a in deferred):
-                        collector.line(segment, number)
+                        collector.feed(segment, number)
             total += number
     for number_of_file, path in enumerate(error_files, len(paths) + len(others)):
         lines = elastic.read_error_file(path)
@@ -437,7 +437,7 @@ def scan_many(sources: list[Source], *, index: KbIndex | None = None, progress: 
                              error_file=True)
         names.append(path)
         for number, raw in enumerate(lines, 1):
-            collector.line(raw, number)
+            collector.feed(raw, number)
     if unopened and not names:  # nothing at all was read: no report would be true
         raise ScanError("; ".join(str(e) for e in unopened))
     report = collector.report(total, names)

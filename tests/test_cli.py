@@ -72,7 +72,7 @@ def test_scan_exit_codes_and_gzip(tmp_path: Path):
     assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["initiating"]["id"] == "cuda-out-of-memory"
-    assert report["initiating"]["line"] == 2 and report["initiating"]["rank"] == 0
+    assert report["initiating"]["line_number"] == 2 and report["initiating"]["rank"] == 0
     missing = run_cli("scan", str(tmp_path / "nope.log"))
     assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
     assert run_cli("scan", str(tmp_path)).returncode == 2

@@ -176,7 +176,7 @@ def oom_job() -> bytes:
 
 SCHEMA_COLUMNS = [
     "schema_version", "job", "files", "initiating_id", "initiating_title", "initiating_rank", "initiating_host",
-    "initiating_line", "initiating_text", "initiating_tier", "fix", "url", "verdict_retry", "verdict_blame",
+    "initiating_line_number", "initiating_text", "initiating_tier", "fix", "url", "verdict_retry", "verdict_blame",
     "verdict_exclude", "collateral_ids", "collateral_count", "versions", "errors",
 ]
 
@@ -211,7 +211,7 @@ def test_every_form_of_a_job_gives_the_same_row(tmp_path: Path):
     for row in rows:
         assert row["schema_version"] == fleet.SCHEMA_VERSION
         assert row["initiating_id"] == "cuda-out-of-memory" == reference.initiating.id
-        assert (row["initiating_rank"], row["initiating_line"]) == (3, reference.initiating.line)
+        assert (row["initiating_rank"], row["initiating_line_number"]) == (3, reference.initiating.line_number)
         assert row["initiating_text"] == reference.initiating.text
         assert row["initiating_title"] == reference.initiating.title
         assert row["verdict_retry"] == reference.verdict.retry == "no"
@@ -227,7 +227,7 @@ def test_every_form_of_a_job_gives_the_same_row(tmp_path: Path):
     many = scan_many([part1, part0])
     assert group["job"] == "job-42" and group["files"] == [str(part0), str(part1)]
     assert group["initiating_id"] == many.initiating.id == "cuda-out-of-memory"
-    assert group["initiating_line"] == many.initiating.line
+    assert group["initiating_line_number"] == many.initiating.line_number
     assert fleet.scan_batch([[part0, part1]]).to_pylist()[0]["job"] == str(tmp_path)  # the group's directory
     # Bytes groups, and a mapping from names to jobs.
     by_name = fleet.scan_batch({"a": [data[:cut], gzip.compress(data[cut:])], "b": b"all good\n"}).to_pylist()
@@ -352,7 +352,7 @@ def test_generated_jobs_are_real_and_scan_batch_equals_scan(fleet_jobs: list[tup
         report = scan_many(paths)
         assert row["job"] == name and row["files"] == sorted(paths)
         assert row["initiating_id"] == (report.initiating.id if report.initiating else None)
-        assert row["initiating_line"] == (report.initiating.line if report.initiating else None)
+        assert row["initiating_line_number"] == (report.initiating.line_number if report.initiating else None)
         assert row["verdict_retry"] == (report.verdict.retry if report.verdict else None)
         assert row["collateral_count"] == len(report.collateral)
     found = Counter(r["initiating_id"] for r in rows)

@@ -231,7 +231,7 @@ def test_fold_into_report():
     from denpex_kb.scanner import Finding, ScanReport
 
     a = flight.analyze_paths([FIX / "v2_10"])
-    timeout = Finding(id="nccl-watchdog-timeout", line=3, rank=0, role="collateral", text="...", score=50, ranks=[0, 1, 3])
+    timeout = Finding(id="nccl-watchdog-timeout", line_number=3, rank=0, role="collateral", text="...", score=50, ranks=[0, 1, 3])
     report = ScanReport(findings=[timeout], initiating=None, lines=10, files=["job.log"])
     lines = flight.fold_into_report(report, a)
     assert lines[0] == "Flight recorder"

@@ -129,7 +129,7 @@ def test_sarif_is_valid_2_1_0_with_entries_as_rules(tmp_path: Path):
     assert (first["ruleId"], first["level"]) == ("cuda-out-of-memory", "error")
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == failing.as_uri()
-    assert location["region"]["startLine"] == report.initiating.line
+    assert location["region"]["startLine"] == report.initiating.line_number
     unknowns = [r for r in run["results"] if r["ruleId"] == output.UNKNOWN_RULE]
     assert len(unknowns) == 1 and "KeyError" in unknowns[0]["message"]["text"]
     assert unknowns[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("/sub%20dir/unk.log")
@@ -183,3 +183,20 @@ def test_the_text_report_lists_a_bounded_number_of_collateral_groups(tmp_path):
     assert len(listed) == MAX_TEXT_GROUPS
     assert f"and {len(report.collateral) - MAX_TEXT_GROUPS} more groups (--json lists every finding)" in text
     assert len(report.to_dict()["findings"]) == 300  # the report itself keeps them
+
+
+def test_old_line_names_still_read_with_a_warning() -> None:
+    """`Finding.line` (a number) and `Match.line` (a text) were renamed; the old names warn and give the value."""
+    import warnings
+
+    import denpex_kb
+
+    m = denpex_kb.match("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.")[0]
+    report = denpex_kb.scan(["hello", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB."])
+    assert report.initiating is not None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert m.line == m.text and report.initiating.line == report.initiating.line_number == 2
+    assert [w.category for w in caught] == [DeprecationWarning, DeprecationWarning]
+    assert "text" in m.to_dict() and "line" not in m.to_dict()
+    assert "line_number" in report.initiating.to_dict() and "line" not in report.initiating.to_dict()

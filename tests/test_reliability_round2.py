@@ -283,7 +283,7 @@ def test_what_a_scan_keeps_is_bounded(monkeypatch: pytest.MonkeyPatch):
             yield f"[rank{k}]: {OOM}"
 
     for n, raw in enumerate(lines(), 1):
-        collector.line(raw, n)
+        collector.feed(raw, n)
         assert len(collector.tracebacks) <= 20 and len(collector.groups) <= 50
     report = collector.report(3_000, ["<lines>"])
     assert len(report.findings) == 50 and collector.dropped > 0
@@ -385,7 +385,7 @@ def test_failure_after_a_long_carriage_return_bar_is_found(tmp_path: Path, size:
     log.write_text("step ok\n" + line + "\nstep ok\n")
     report = scan(log)
     assert report.initiating is not None and report.initiating.id == "cuda-out-of-memory", size
-    assert report.initiating.rank == 6 and report.initiating.line == 2 and report.lines == 3
+    assert report.initiating.rank == 6 and report.initiating.line_number == 2 and report.lines == 3
     if size < 1 << 20:
         assert scan([line]).initiating.id == "cuda-out-of-memory"
         assert strip_prefixes(line).text == OOM and strip_prefixes(line).rank == 6

@@ -42,7 +42,7 @@ def test_root_cause_first_then_collateral_grouped_by_rank():
     report = scan(lines)
     init = report.initiating
     assert init is not None and init.id == "cuda-out-of-memory"
-    assert (init.rank, init.line, init.role) == (3, lines.index(f"[rank3]: {OOM}") + 1, "initiating")
+    assert (init.rank, init.line_number, init.role) == (3, lines.index(f"[rank3]: {OOM}") + 1, "initiating")
     assert init.values.get("requested") == "20.00 MiB"
     collateral = {f.id: f for f in report.collateral}
     assert collateral["nccl-watchdog-timeout"].ranks == [0, 1, 2, 4, 5, 6, 7]

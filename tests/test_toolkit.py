@@ -87,18 +87,18 @@ def test_template_masks_variable_parts_and_escapes_braces() -> None:
 
 def test_proposal_drops_prefixes_and_exception_class_and_matches_the_line() -> None:
     proposal = propose(OOM_LINE)
-    assert proposal.line.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert proposal.text.startswith("torch.OutOfMemoryError: CUDA out of memory")
     assert proposal.template == (
         "CUDA out of memory. Tried to allocate {size}. GPU {num} has a total capacity of {size} of which {size} is free."
     )
-    assert template_matches(proposal.template, proposal.line)
-    assert derive_id(proposal.line) == "cuda-out-of-memory"
+    assert template_matches(proposal.template, proposal.text)
+    assert derive_id(proposal.text) == "cuda-out-of-memory"
 
 
 def test_short_message_keeps_its_exception_class() -> None:
     proposal = propose("KeyError: 'model'")
     assert proposal.template == "KeyError: 'model'"
-    assert derive_id(proposal.line) == "key-error-model"
+    assert derive_id(proposal.text) == "key-error-model"
 
 
 # --- new ---------------------------------------------------------------------------------------------------

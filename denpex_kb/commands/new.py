@@ -39,12 +39,12 @@ def run(args: argparse.Namespace) -> int:
     if entry_id is None:
         if proposal is None:
             raise UsageError("give the new entry's ID, or --from-text with the error line to derive one from")
-        entry_id = derive_id(proposal.line)
+        entry_id = derive_id(proposal.text)
         if not entry_id:
             raise UsageError("no id can be derived from the line; give one: denpex-kb new ID --from-text ...")
     if proposal is not None:
         # Before the id check: a refused derived id is often the known failure this warning names.
-        for other, score in similar_entries(proposal.line, kb):
+        for other, score in similar_entries(proposal.text, kb):
             print(f"warning: this looks like {other} ({score}%); run `denpex-kb match` first", file=sys.stderr)
     reason = check_id(entry_id, kb)
     if reason:

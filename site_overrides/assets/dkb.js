@@ -298,7 +298,7 @@
       if (current && !(score > current.score || (score === current.score && sig.specificity > current.specificity))) return;
       var e = sig.entry;
       found.set(e.id, { id: e.id, title: e.title, phase: e.phase, severity: e.severity, score: score, role: sig.role,
-                        signature: sig.source, line: lineText, fix: e.fix, specificity: sig.specificity,
+                        signature: sig.source, text: lineText, fix: e.fix, specificity: sig.specificity,
                         line_number: number, retry: e.retry, blame: e.blame, tier: tier });
     }
 
@@ -401,7 +401,7 @@
       item.appendChild(fix);
       var where = el("p", "dkb-paste__line");
       where.appendChild(document.createTextNode("line " + r.line_number + ": "));
-      where.appendChild(el("code", null, r.line.length > 200 ? r.line.slice(0, 199) + "\u2026" : r.line));
+      where.appendChild(el("code", null, r.text.length > 200 ? r.text.slice(0, 199) + "\u2026" : r.text));
       item.appendChild(where);
       list.appendChild(item);
     });
