@@ -417,7 +417,6 @@ class Analysis:
     hangs: list[Hang] = field(default_factory=list)
     mismatches: list[Mismatch] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # unreadable files, rebuilt groups, ring wraps
-    unreadable: list[str] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)  # where the dumps cannot support a conclusion (ring wrap)
 
     @property
@@ -460,7 +459,6 @@ class _Group:
     name: str
     desc: str
     members: list[int]
-    rebuilt: bool
 
 
 def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> list[_Group]:
@@ -486,7 +484,7 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
         desc = seen[name]
         if name in configured:
             members = sorted(configured[name])
-            out.append(_Group(name, desc, members, False))
+            out.append(_Group(name, desc, members))
             continue
         if name == "0" or desc == "default_pg":
             members, how = world, (f"--world-size {world_size}" if world_size else f"ranks 0-{world[-1]} (the highest rank with a dump)" if world else "")
@@ -498,7 +496,7 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
         else:
             why = "pg_config has no usable entry for it" + (" (its key is '' with no ranks, as gloo writes it)" if broken else "")
         problems.append(f"members of {group_label(name, desc)} rebuilt from the entries ({why}): {how}")
-        out.append(_Group(name, desc, members, True))
+        out.append(_Group(name, desc, members))
     return out
 
 
@@ -754,7 +752,7 @@ def _ranks(ranks: Sequence[int]) -> str:
 
 
 def analyze(dumps: Sequence[Dump], *, world_size: int | None = None, problems: Sequence[str] = ()) -> Analysis:
-    out = Analysis(list(dumps), problems=list(problems), unreadable=list(problems))
+    out = Analysis(list(dumps), problems=list(problems))
     by_rank = {d.rank: d for d in dumps}
     if not dumps:
         out.problems.append("no readable dump")

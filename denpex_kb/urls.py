@@ -10,7 +10,6 @@ import os
 
 HUB = "https://denpex-kb.github.io/denpex-kb/"  # the published hub
 REPO = "https://github.com/denpex-kb/denpex-kb"
-NEW_ISSUE = f"{REPO}/issues/new/choose"
 REPORT_MISSING = f"{REPO}/issues/new?template=missing-failure.yml"
 SCHEMA_ID = f"{HUB}schema/entry.schema.json"
 
