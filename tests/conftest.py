@@ -3,12 +3,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import json
 import os
 import shutil
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +55,43 @@ GOOD_ENTRY = textwrap.dedent(
     """
 )
 
+
+def variant(*changes: tuple[str, str], entry: str = GOOD_ENTRY) -> str:
+    """`entry` (GOOD_ENTRY unless given) with each (old, new) change made in turn. An `old` that is not in the text
+    fails the test at once, so no test goes on checking an entry that its change never reached."""
+    for old, new in changes:
+        assert old in entry, f"not in the entry: {old!r}"
+        entry = entry.replace(old, new)
+    return entry
+
+def entry_yaml(entry_id: str, signatures: Sequence[str | Mapping[str, Any]], match: Sequence[str | Mapping[str, Any]],
+               no_match: Sequence[str | Mapping[str, Any]] = (), *, title: str | None = None,
+               conditions: Mapping[str, Any] | None = None, status: str = "draft") -> str:
+    """A complete entry around the given signatures and examples: a str is a literal signature, or a match example
+    captured from generated text; a mapping is written as it is. The prose is generic and the same in every test."""
+
+    def flow(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)  # JSON is YAML: any text, quotes and line breaks included
+
+    sigs = [{"kind": "literal", "text": s} if isinstance(s, str) else dict(s) for s in signatures]
+    hits = [{"text": m, "source": "captured: generated 1.0"} if isinstance(m, str) else dict(m) for m in match]
+    misses = [{"text": m, "note": "a generated look-alike"} if isinstance(m, str) else dict(m) for m in no_match]
+    lines = [
+        "# yaml-language-server: $schema=../schema/entry.schema.json",
+        f"id: {entry_id}",
+        f"title: {flow(title or 'Generated failure ' + entry_id)}",
+        "summary: A generated entry that exists only to exercise the matcher and the toolkit in tests.",
+        "phase: runtime", "tags: [pytorch]", "severity: high", f"status: {status}", "since: 0.2.0",
+        "signatures:", *(f"  - {flow(s)}" for s in sigs),
+    ]
+    if conditions:
+        lines.append(f"conditions: {flow(dict(conditions))}")
+    lines += ["symptoms: [A generated symptom.]", "causes: [A generated cause.]", "checklist: [A generated check.]",
+              "fix:", "  summary: A generated fix.", "  body: A generated fix body.", "examples:", "  match:",
+              *(f"    - {flow(m)}" for m in hits)]
+    if misses:
+        lines += ["  no_match:", *(f"    - {flow(m)}" for m in misses)]
+    return "\n".join(lines) + "\n"
 
 @pytest.fixture()
 def make_kb(tmp_path: Path) -> Callable[..., Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb.cli import main
 
 OOM = (
@@ -95,7 +95,7 @@ def test_list_json_from_another_directory(tmp_path: Path):
 def test_check_exit_codes(make_kb, tmp_path: Path):
     clean = make_kb()
     assert main(["check", "--kb", str(clean), "--no-examples"]) == 0
-    (clean / "broken-entry.yaml").write_text(GOOD_ENTRY.replace("id: demo-device-mismatch", "id: broken-entry").replace("phase: forward", "phase: sideways"))
+    (clean / "broken-entry.yaml").write_text(variant(("id: demo-device-mismatch", "id: broken-entry"), ("phase: forward", "phase: sideways")))
     assert main(["check", "--kb", str(clean), "--no-examples"]) == 1
     assert main(["check", "--kb", str(tmp_path / "absent")]) == 2
     with pytest.raises(SystemExit) as exc:
@@ -104,7 +104,7 @@ def test_check_exit_codes(make_kb, tmp_path: Path):
 
 
 def test_check_formats(make_kb, capsys):
-    root = make_kb({"bad-one.yaml": GOOD_ENTRY.replace("id: demo-device-mismatch", "id: bad-one").replace("severity: high", "severity: mild")})
+    root = make_kb({"bad-one.yaml": variant(("id: demo-device-mismatch", "id: bad-one"), ("severity: high", "severity: mild"))})
     assert main(["check", "--kb", str(root), "--format", "json", "--no-examples"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["errors"] == 1 and data["problems"][0]["line"] == 7

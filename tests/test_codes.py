@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import GOOD_ENTRY, REPO
+from conftest import REPO, variant
 from denpex_kb.codes import BY_CODE, BY_NAME, CODES, ProblemSeverity, code_url, lookup
 from denpex_kb.contributing import CONTRIBUTING, with_codes_table
 from denpex_kb.errors import UnknownCodeError
@@ -93,7 +93,7 @@ def test_a_problem_carries_its_codes_severity_fix_and_page(monkeypatch):
 
 
 def test_every_problem_of_a_broken_kb_has_place_severity_fix_and_url(make_kb):
-    broken = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: broken-one").replace("tags: [pytorch, tensors, crash]", "tags: [crashy]")
+    broken = variant(("id: demo-device-mismatch", "id: broken-one"), ("tags: [pytorch, tensors, crash]", "tags: [crashy]"))
     broken = broken.replace("# yaml-language-server: $schema=../schema/entry.schema.json\n", "")
     root = make_kb({"broken-one.yaml": broken, "not-yaml.yaml": "id: [unclosed\n"})
     problems = run_checks(load_kb(root))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb.bundle import BUNDLE_FORMAT, KbIndex
 from denpex_kb.compiler import index_from_kb_dir
 from denpex_kb.errors import BundleError, DenpexError, KnowledgeBaseError, LocatedError, Location
@@ -65,7 +65,7 @@ def test_bundle_of_another_format_raises_a_bundle_error():
 
 
 def test_strict_compile_of_a_broken_kb_names_the_first_problem(make_kb):
-    root = make_kb({"bad-phase.yaml": GOOD_ENTRY.replace("id: demo-device-mismatch", "id: bad-phase").replace("phase: forward", "phase: fwd")})
+    root = make_kb({"bad-phase.yaml": variant(("id: demo-device-mismatch", "id: bad-phase"), ("phase: forward", "phase: fwd"))})
     with pytest.raises(KnowledgeBaseError) as info:
         index_from_kb_dir(root)
     err = info.value

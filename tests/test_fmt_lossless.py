@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from conftest import GOOD_ENTRY, KB
+from conftest import KB, variant
 from denpex_kb.cli import main
 from denpex_kb.formatting import format_text
 from denpex_kb.loader import load_entry_file
@@ -136,9 +136,7 @@ def test_fmt_is_lossless_for_generated_entries(data: dict[str, Any], rng: random
 
 def test_comments_stay_with_their_keys() -> None:
     source = (
-        GOOD_ENTRY.replace("id: demo-device-mismatch\n", "")
-        .replace("title:", "# about the title\ntitle:")
-        .replace("severity: high\n", "severity: high  # end-of-line\n")
+        variant(("id: demo-device-mismatch\n", ""), ("title:", "# about the title\ntitle:"), ("severity: high\n", "severity: high  # end-of-line\n"))
         + "# the id, moved to the end by hand\nid: demo-device-mismatch\n"
     )
     out = format_text(source)
@@ -157,7 +155,7 @@ def test_comments_stay_with_their_keys() -> None:
 
 @pytest.mark.parametrize("fail", ["os.replace", "os.fsync"])
 def test_interrupted_write_leaves_the_original(fail: str, make_kb, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    messy = GOOD_ENTRY.replace("id: demo-device-mismatch\n", "") + "id: demo-device-mismatch\n"
+    messy = variant(("id: demo-device-mismatch\n", "")) + "id: demo-device-mismatch\n"
     kb = make_kb({"demo-device-mismatch.yaml": messy}, with_good=False)
     path = kb / "demo-device-mismatch.yaml"
 

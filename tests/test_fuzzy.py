@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KB
+from conftest import KB, entry_yaml
 from denpex_kb.bundle import default_index
 from denpex_kb.compiler import compile_fuzzy, index_from_kb_dir
 from denpex_kb.fuzzy import THRESHOLD, FuzzyIndex, content_words, skeleton
@@ -32,33 +32,8 @@ def index():
         return index_from_kb_dir(KB, strict=False)
 
 
-ENTRY = """\
-id: {id}
-title: {title}
-summary: A generated entry that exists only to exercise the fuzzy tier of the matcher in tests.
-phase: runtime
-tags: [pytorch]
-severity: high
-status: draft
-since: 0.2.0
-signatures:
-{signatures}
-symptoms: [A generated symptom.]
-causes: [A generated cause.]
-checklist: [A generated check.]
-fix:
-  summary: A generated fix.
-  body: A generated fix body.
-examples:
-  match:
-{examples}
-"""
-
-
 def _entry(tmp: Path, entry_id: str, signatures: list[str], examples: list[str], title: str = "Generated failure"):
-    sigs = "\n".join(f"  - kind: literal\n    text: {json.dumps(s)}" for s in signatures)
-    exs = "\n".join(f"    - text: {json.dumps(e)}\n      source: 'captured: generated 1.0'" for e in examples)
-    (tmp / f"{entry_id}.yaml").write_text(ENTRY.format(id=entry_id, title=title, signatures=sigs, examples=exs))
+    (tmp / f"{entry_id}.yaml").write_text(entry_yaml(entry_id, signatures, examples, title=title))
 
 
 @pytest.fixture()

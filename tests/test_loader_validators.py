@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import GOOD_ENTRY, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.validators import REGISTRY, run_checks
 
@@ -15,27 +15,22 @@ def problems_for(root: Path, name: str) -> list:
     return [p for p in run_checks(load_kb(root)) if p.path.endswith(name)]
 
 
-def variant(old: str, new: str, entry: str = GOOD_ENTRY) -> str:
-    assert old in entry, old
-    return entry.replace(old, new, 1)
-
-
 CASES = [
     # (description, file name, text, code, line, col, words in the message)
-    ("unknown field", "bad-field.yaml", variant("id: demo-device-mismatch", "id: bad-field").replace("severity: high", "severity: high\nseverity_level: 3"), "DKB003", 8, 1, ["severity_level", "remove it"]),
-    ("missing field", "bad-missing.yaml", variant("id: demo-device-mismatch", "id: bad-missing").replace("phase: forward\n", ""), "DKB003", 1, 1, ["phase", "Field required"]),
-    ("wrong enum", "bad-phase.yaml", variant("id: demo-device-mismatch", "id: bad-phase").replace("phase: forward", "phase: fwd"), "DKB003", 5, 8, ["phase", "forward"]),
-    ("duplicate key", "bad-dup.yaml", variant("id: demo-device-mismatch", "id: bad-dup").replace("severity: high", "severity: high\nseverity: low"), "DKB002", 8, 1, ["duplicate key", "severity"]),
-    ("tab indentation", "bad-tab.yaml", variant("id: demo-device-mismatch", "id: bad-tab").replace("  - The first", "\t- The first"), "DKB001", 14, 1, ["tabs"]),
-    ("file name differs from id", "other-name.yaml", variant("id: demo-device-mismatch", "id: not-the-file-name"), "DKB004", 2, 5, ["rename the file"]),
-    ("tag not in vocabulary", "bad-tag.yaml", variant("id: demo-device-mismatch", "id: bad-tag").replace("tags: [pytorch, tensors, crash]", "tags: [pytorch, tensors, crashy]"), "DKB103", 6, 26, ["crashy", "kb/_tags.yaml"]),
-    ("regex that RE2 rejects", "bad-regex.yaml", variant("id: demo-device-mismatch", "id: bad-regex").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all (?=tensors) to be on"'), "DKB104", 12, 11, ["RE2"]),
-    ("template with an unbalanced placeholder", "bad-template.yaml", variant("id: demo-device-mismatch", "id: bad-template").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: template\n    text: "Expected all tensors to be on {num the same device"'), "DKB104", 12, 11, ["unbalanced", "{{"]),
-    ("regex the browser matcher cannot translate", "inline-flag.yaml", variant("id: demo-device-mismatch", "id: inline-flag").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all tensors to be on the same (?i:device)"'), "DKB104", 12, 11, ["browser matcher", "inline flag"]),
-    ("signature anchored with ^", "caret.yaml", variant("id: demo-device-mismatch", "id: caret").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "^Expected all tensors to be on the same device"'), "DKB104", 12, 11, ["whole of that line is written"]),
-    ("signature without a usable anchor", "bad-anchor.yaml", variant("id: demo-device-mismatch", "id: bad-anchor").replace('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "\\\\d+ \\\\w+"'), "DKB104", 12, 11, ["anchor"]),
-    ("related id that does not exist", "bad-related.yaml", variant("id: demo-device-mismatch", "id: bad-related") + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 33, 10, ["no-such-entry", "does not exist"]),
-    ("reference that is not http(s)", "bad-url.yaml", variant("id: demo-device-mismatch", "id: bad-url") + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 33, 11, ["http"]),
+    ("unknown field", "bad-field.yaml", variant(("id: demo-device-mismatch", "id: bad-field"), ("severity: high", "severity: high\nseverity_level: 3")), "DKB003", 8, 1, ["severity_level", "remove it"]),
+    ("missing field", "bad-missing.yaml", variant(("id: demo-device-mismatch", "id: bad-missing"), ("phase: forward\n", "")), "DKB003", 1, 1, ["phase", "Field required"]),
+    ("wrong enum", "bad-phase.yaml", variant(("id: demo-device-mismatch", "id: bad-phase"), ("phase: forward", "phase: fwd")), "DKB003", 5, 8, ["phase", "forward"]),
+    ("duplicate key", "bad-dup.yaml", variant(("id: demo-device-mismatch", "id: bad-dup"), ("severity: high", "severity: high\nseverity: low")), "DKB002", 8, 1, ["duplicate key", "severity"]),
+    ("tab indentation", "bad-tab.yaml", variant(("id: demo-device-mismatch", "id: bad-tab"), ("  - The first", "\t- The first")), "DKB001", 14, 1, ["tabs"]),
+    ("file name differs from id", "other-name.yaml", variant(("id: demo-device-mismatch", "id: not-the-file-name")), "DKB004", 2, 5, ["rename the file"]),
+    ("tag not in vocabulary", "bad-tag.yaml", variant(("id: demo-device-mismatch", "id: bad-tag"), ("tags: [pytorch, tensors, crash]", "tags: [pytorch, tensors, crashy]")), "DKB103", 6, 26, ["crashy", "kb/_tags.yaml"]),
+    ("regex that RE2 rejects", "bad-regex.yaml", variant(("id: demo-device-mismatch", "id: bad-regex"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all (?=tensors) to be on"')), "DKB104", 12, 11, ["RE2"]),
+    ("template with an unbalanced placeholder", "bad-template.yaml", variant(("id: demo-device-mismatch", "id: bad-template"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: template\n    text: "Expected all tensors to be on {num the same device"')), "DKB104", 12, 11, ["unbalanced", "{{"]),
+    ("regex the browser matcher cannot translate", "inline-flag.yaml", variant(("id: demo-device-mismatch", "id: inline-flag"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "Expected all tensors to be on the same (?i:device)"')), "DKB104", 12, 11, ["browser matcher", "inline flag"]),
+    ("signature anchored with ^", "caret.yaml", variant(("id: demo-device-mismatch", "id: caret"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "^Expected all tensors to be on the same device"')), "DKB104", 12, 11, ["whole of that line is written"]),
+    ("signature without a usable anchor", "bad-anchor.yaml", variant(("id: demo-device-mismatch", "id: bad-anchor"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "\\\\d+ \\\\w+"')), "DKB104", 12, 11, ["anchor"]),
+    ("related id that does not exist", "bad-related.yaml", variant(("id: demo-device-mismatch", "id: bad-related")) + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 33, 10, ["no-such-entry", "does not exist"]),
+    ("reference that is not http(s)", "bad-url.yaml", variant(("id: demo-device-mismatch", "id: bad-url")) + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 33, 11, ["http"]),
 ]
 
 
@@ -53,8 +48,8 @@ def test_each_problem_has_file_line_col_and_fix(make_kb, description, name, text
 
 
 def test_all_problems_of_a_run_are_collected(make_kb):
-    bad_a = variant("id: demo-device-mismatch", "id: bad-a").replace("phase: forward", "phase: nope")
-    bad_b = variant("id: demo-device-mismatch", "id: bad-b").replace("severity: high", "severity: huge")
+    bad_a = variant(("id: demo-device-mismatch", "id: bad-a"), ("phase: forward", "phase: nope"))
+    bad_b = variant(("id: demo-device-mismatch", "id: bad-b"), ("severity: high", "severity: huge"))
     root = make_kb({"bad-a.yaml": bad_a, "bad-b.yaml": bad_b})
     problems = run_checks(load_kb(root))
     assert {p.path.rsplit("/", 1)[-1] for p in problems} == {"bad-a.yaml", "bad-b.yaml"}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb import bundle
 from denpex_kb.matcher import match
 from denpex_kb.packs import CompiledPack, Pack, compile_pack
@@ -102,8 +102,7 @@ def test_check_holds_pack_entries_to_the_rules(site: Path, tmp_path: Path, make_
     broken_site = tmp_path / "broken-site"
     shutil.copytree(site, broken_site)
     bad = broken_site / "acme_kb" / "kb" / "acme-bad-tag.yaml"
-    bad.write_text(GOOD_ENTRY.replace("demo-device-mismatch", "acme-bad-tag").replace("[pytorch, tensors, crash]",
-                                                                                    "[pytorch, no-such-tag]"),
+    bad.write_text(variant(("demo-device-mismatch", "acme-bad-tag"), ("[pytorch, tensors, crash]", "[pytorch, no-such-tag]")),
                    encoding="utf-8")
     failed = _run(broken_site, tmp_path, "check", "--kb", str(kb))
     assert failed.returncode == 1
@@ -144,7 +143,7 @@ def test_merged_index_matches_pickles_and_keeps_the_core(make_kb):
 
 
 def test_a_pack_cannot_redefine_an_entry(make_kb, capsys: pytest.CaptureFixture[str]):
-    taken = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: cuda-out-of-memory")
+    taken = variant(("id: demo-device-mismatch", "id: cuda-out-of-memory"))
     root = make_kb({"cuda-out-of-memory.yaml": taken}, with_good=False)
     merged = bundle.with_packs(*_core(), [_pack_from(root)], "test")
     assert "entry 'cuda-out-of-memory' left out, the id is taken" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb.codes import lookup
 from denpex_kb.loader import load_kb
 from denpex_kb.provenance import provenance_problem
@@ -70,7 +70,7 @@ EXAMPLE_SOURCE = '      source: "captured: torch 2.13.0 (CPU)"'
     ],
 )
 def test_check_reports_the_source_at_its_place(make_kb, source, words):
-    text = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: bad-source").replace(EXAMPLE_SOURCE, f"      source: {source}")
+    text = variant(("id: demo-device-mismatch", "id: bad-source"), (EXAMPLE_SOURCE, f"      source: {source}"))
     root = make_kb({"bad-source.yaml": text})
     found = [p for p in run_checks(load_kb(root)) if Path(p.path).name == "bad-source.yaml"]
     assert [p.code for p in found] == ["DKB110"], [p.render() for p in found]
@@ -83,10 +83,7 @@ def test_check_reports_the_source_at_its_place(make_kb, source, words):
 
 
 def test_a_no_match_source_is_held_to_the_same_forms(make_kb):
-    text = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: bad-benign-source").replace(
-        "      note: a log line that only mentions devices",
-        "      note: a log line that only mentions devices\n      source: \"source: pytorch/pytorch/torch/cuda/__init__.py\"",
-    )
+    text = variant(("id: demo-device-mismatch", "id: bad-benign-source"), ("      note: a log line that only mentions devices", "      note: a log line that only mentions devices\n      source: \"source: pytorch/pytorch/torch/cuda/__init__.py\""))
     root = make_kb({"bad-benign-source.yaml": text})
     found = [p for p in run_checks(load_kb(root)) if p.code == "DKB110"]
     assert len(found) == 1 and "no_match example 1" in found[0].message, [p.render() for p in found]
@@ -94,9 +91,7 @@ def test_a_no_match_source_is_held_to_the_same_forms(make_kb):
 
 
 def test_the_scaffolds_placeholder_is_left_to_the_placeholders_check(make_kb):
-    text = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: scaffolded").replace(
-        EXAMPLE_SOURCE, '      source: "captured: <fill in software and version>"'
-    )
+    text = variant(("id: demo-device-mismatch", "id: scaffolded"), (EXAMPLE_SOURCE, '      source: "captured: <fill in software and version>"'))
     root = make_kb({"scaffolded.yaml": text})
     codes = [p.code for p in run_checks(load_kb(root)) if Path(p.path).name == "scaffolded.yaml"]
     assert codes == ["DKB008"]

@@ -14,7 +14,7 @@ import pytest
 from ruamel.yaml import YAML
 from test_verdict import JOB_START, OOM, XID79
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb.commands.recipe import recipes
 from denpex_kb.verdict import EXIT_CODES
 
@@ -85,7 +85,7 @@ def test_slurm_requeue_stops_after_the_limit(tmp_path: Path):
 
 def test_retry_loop_reruns_transient_failures_only(tmp_path: Path, make_kb):
     # A knowledge base whose one entry is transient (retry: yes), compiled into a bundle the script's scan uses.
-    transient = GOOD_ENTRY.replace('retry: "no"\n  blame: code', 'retry: "yes"\n  blame: fabric')
+    transient = variant(('retry: "no"\n  blame: code', 'retry: "yes"\n  blame: fabric'))
     kb = make_kb({"demo-device-mismatch.yaml": transient})
     bundle = tmp_path / "bundle"
     subprocess.run([sys.executable, "-m", "denpex_kb", "compile", "--kb", str(kb), "--out", str(bundle)],

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import GOOD_ENTRY
+from conftest import variant
 from denpex_kb import match, scan
 from denpex_kb.loader import load_kb
 from denpex_kb.normalize import strip_prefixes
@@ -26,7 +26,7 @@ HEADER = "# yaml-language-server: $schema=../schema/entry.schema.json\n"
 
 
 def entry_named(name: str) -> str:
-    return GOOD_ENTRY.replace("id: demo-device-mismatch", f"id: {name}")
+    return variant(("id: demo-device-mismatch", f"id: {name}"))
 
 
 BOMB = HEADER + "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

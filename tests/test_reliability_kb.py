@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY
+from conftest import GOOD_ENTRY, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.validators import run_checks
 
 
 def entry(name: str, old: str = "", new: str = "") -> str:
-    text = GOOD_ENTRY.replace("id: demo-device-mismatch", f"id: {name}")
+    text = variant(("id: demo-device-mismatch", f"id: {name}"))
     if old:
         assert old in text, old
         text = text.replace(old, new, 1)

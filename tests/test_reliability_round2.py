@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import variant
 from denpex_kb import match, scan
 from denpex_kb.normalize import safe_int, strip_prefixes
 
@@ -185,14 +186,11 @@ def test_file_names_with_escapes_and_newlines_are_shown_escaped(tmp_path: Path):
 
 
 def _hostile_bundle(make_kb, tmp_path: Path) -> Path:
-    from conftest import GOOD_ENTRY
     from denpex_kb.compiler import write_bundle
     from denpex_kb.loader import load_kb
 
     text = (
-        GOOD_ENTRY.replace("title: Tensors on different devices", 'title: "Tensors \\e]0;pwned\\a on \\u202edifferent\\e[2J devices \\ec"')
-        .replace("summary: Move every input to the model's device before the call.", 'summary: "Move\\e]52;c;cm0K\\a every input \\x9b2J there."')
-        .replace("  - The first forward pass raises a RuntimeError.", '  - "The first \\eP1$r\\e\\\\ pass raises."')
+        variant(("title: Tensors on different devices", 'title: "Tensors \\e]0;pwned\\a on \\u202edifferent\\e[2J devices \\ec"'), ("summary: Move every input to the model's device before the call.", 'summary: "Move\\e]52;c;cm0K\\a every input \\x9b2J there."'), ("  - The first forward pass raises a RuntimeError.", '  - "The first \\eP1$r\\e\\\\ pass raises."'))
     )
     root = make_kb({"demo-device-mismatch.yaml": text}, with_good=False)
     kb = load_kb(root)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from conftest import GOOD_ENTRY
+from conftest import GOOD_ENTRY, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.model import Blame, Response, Retry
 from denpex_kb.validators import run_checks
@@ -34,14 +34,14 @@ def _codes(kb_root) -> list[str]:
 
 
 def test_stable_entry_without_response_fails_check(make_kb):
-    without = GOOD_ENTRY.replace('response:\n  retry: "no"\n  blame: code\n', "")
+    without = variant(('response:\n  retry: "no"\n  blame: code\n', ""))
     assert without != GOOD_ENTRY
     root = make_kb({"demo-device-mismatch.yaml": without})
     assert "DKB106" in _codes(root)
 
 
 def test_draft_entry_may_lack_response(make_kb):
-    draft = GOOD_ENTRY.replace('response:\n  retry: "no"\n  blame: code\n', "").replace("status: stable", "status: draft")
+    draft = variant(('response:\n  retry: "no"\n  blame: code\n', ""), ("status: stable", "status: draft"))
     root = make_kb({"demo-device-mismatch.yaml": draft})
     assert "DKB106" not in _codes(root)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY, KB, REPO, chromium_or_skip, serve_directory
+from conftest import KB, REPO, chromium_or_skip, serve_directory, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.model import Phase
 from denpex_kb.site.build import build_site
@@ -64,7 +64,7 @@ HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(2)> [click](javasc
 
 
 def hostile_entry() -> str:
-    text = GOOD_ENTRY.replace("id: demo-device-mismatch", "id: hostile-entry")
+    text = variant(("id: demo-device-mismatch", "id: hostile-entry"))
     for field in ("title: ", "summary: "):
         text = re.sub(rf"^{field}.*$", f"{field}{HOSTILE!r}".replace("'", "'"), text, flags=re.M)
     quoted = "'" + HOSTILE + "'"

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import GOOD_ENTRY
+from conftest import entry_yaml, variant
 from denpex_kb.cli import main
 from denpex_kb.formatting import format_text
 from denpex_kb.scaffold import derive_id, placeholders, propose, template_for, template_matches
@@ -30,42 +29,6 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def entry(entry_id: str, signatures: str, match: str, no_match: str = "") -> str:
-    """A complete entry around the given signatures and examples (YAML snippets, indented as list items)."""
-    body = textwrap.dedent(
-        f"""\
-        # yaml-language-server: $schema=../schema/entry.schema.json
-        id: {entry_id}
-        title: Test entry {entry_id}
-        summary: A test entry used to exercise the contributor toolkit on a temporary knowledge base.
-        phase: forward
-        tags: [pytorch, tensors, crash]
-        severity: high
-        status: draft
-        since: 0.1.0
-        signatures:
-        {{signatures}}
-        symptoms:
-          - The job stops.
-        causes:
-          - A test cause.
-        checklist:
-          - The message matches.
-        fix:
-          summary: Do the thing that fixes it.
-          body: Do it.
-        examples:
-          match:
-        {{match}}
-        """
-    )
-    text = body.replace("{signatures}", textwrap.indent(textwrap.dedent(signatures), "  "))
-    text = text.replace("{match}", textwrap.indent(textwrap.dedent(match), "    "))
-    if no_match:
-        text += "  no_match:\n" + textwrap.indent(textwrap.dedent(no_match), "    ")
-    return text
 
 
 @pytest.fixture()
@@ -249,19 +212,17 @@ def test_scaffold_fill_fmt_check_test(make_kb, in_tmp, capsys) -> None:
 
 
 def test_generic_signature_shadowing_a_specific_entry_is_dkb202(make_kb, in_tmp, capsys) -> None:
-    generic = entry(
-        "tensor-device-generic",
-        '- kind: literal\n  text: "Expected all tensors to be on the same device"\n',
-        '- text: "RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)"\n'
-        '  source: "captured: torch 2.13.0 (CPU)"\n',
+    generic = entry_yaml(
+        "tensor-device-generic", ["Expected all tensors to be on the same device"],
+        [{"text": "RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)",
+          "source": "captured: torch 2.13.0 (CPU)"}],
     )
     # The specific entry's example is wrapped by the console, as pasted: only the generic signature sees the
     # first line whole, so it ranks first and the specific entry is never reported.
-    specific = entry(
-        "tensor-two-devices",
-        '- kind: literal\n  text: "Expected all tensors to be on the same device, but found at least two devices"\n',
-        "- text: |\n    RuntimeError: Expected all tensors to be on the same device, but found\n    at least two devices, cuda:0 and cpu!\n"
-        '  source: "captured: torch 2.13.0 (CPU)"\n',
+    specific = entry_yaml(
+        "tensor-two-devices", ["Expected all tensors to be on the same device, but found at least two devices"],
+        [{"text": "RuntimeError: Expected all tensors to be on the same device, but found\nat least two devices, cuda:0 and cpu!\n",
+          "source": "captured: torch 2.13.0 (CPU)"}],
     )
     kb = make_kb({"tensor-device-generic.yaml": generic, "tensor-two-devices.yaml": specific}, with_good=False)
     code, out, err = run(capsys, "test", "--kb", str(kb), "--format", "json")
@@ -275,11 +236,10 @@ def test_generic_signature_shadowing_a_specific_entry_is_dkb202(make_kb, in_tmp,
 
 
 def test_too_generic_signature_fires_on_the_benign_corpus(make_kb, in_tmp, capsys) -> None:
-    generic = entry(
-        "nccl-anything",
-        '- kind: literal\n  text: "NCCL INFO"\n',
-        '- text: "node1:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"\n'
-        '  source: "captured: nccl 2.21.5"\n',
+    generic = entry_yaml(
+        "nccl-anything", ["NCCL INFO"],
+        [{"text": "node1:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+          "source": "captured: nccl 2.21.5"}],
     )
     kb = make_kb({"nccl-anything.yaml": generic})
     benign = in_tmp / "tests" / "corpus" / "benign"
@@ -309,7 +269,7 @@ def test_too_generic_signature_fires_on_the_benign_corpus(make_kb, in_tmp, capsy
 
 
 def test_fmt_reports_a_parse_error_and_leaves_the_file(make_kb, in_tmp, capsys) -> None:
-    broken = GOOD_ENTRY.replace("phase: forward", "phase: [forward")
+    broken = variant(("phase: forward", "phase: [forward"))
     kb = make_kb({"broken.yaml": broken})
     code, _out, err = run(capsys, "fmt", "--kb", str(kb))
     assert code == 1

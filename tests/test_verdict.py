@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOOD_ENTRY, KB
+from conftest import KB, variant
 from denpex_kb import scan
 from denpex_kb.cli import main
 from denpex_kb.examples import find_benign_dir
@@ -109,7 +109,7 @@ def test_healthy_logs_give_no_verdict_and_exit_0():
 
 
 def test_transient_entry_means_retry_as_is(make_kb, tmp_path: Path):
-    transient = GOOD_ENTRY.replace('retry: "no"\n  blame: code', 'retry: "yes"\n  blame: fabric')
+    transient = variant(('retry: "no"\n  blame: code', 'retry: "yes"\n  blame: fabric'))
     kb = make_kb({"demo-device-mismatch.yaml": transient})
     log = _log(tmp_path, ["RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"])
     assert main(["scan", str(log), "--kb", str(kb), "--exit-by-verdict"]) == 10

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KB
+from conftest import KB, entry_yaml
 from denpex_kb import scan
 from denpex_kb.compiler import index_from_kb_dir
 from denpex_kb.matcher import match
@@ -71,41 +71,17 @@ def test_assessment_says_in_range_outside_and_where_the_range_ends():
     assert assess({"torch": ">=2.6"}, {"nccl": "2.21.5"}) == ((), False)  # nothing to compare
 
 
-ENTRY = """\
-id: {id}
-title: {title}
-summary: A generated entry that exists only to exercise version-aware answers in tests.
-phase: runtime
-tags: [pytorch]
-severity: high
-status: draft
-since: 0.2.0
-signatures:
-  - kind: literal
-    text: "{text}"
-conditions:
-  versions: {{widgetlib: "{spec}"}}
-symptoms: [A generated symptom.]
-causes: [A generated cause.]
-checklist: [A generated check.]
-fix:
-  summary: A generated fix.
-  body: A generated fix body.
-examples:
-  match:
-    - text: "{text}"
-      source: "captured: generated 1.0"
-"""
+def _widget(entry_id: str, title: str, text: str, spec: str) -> str:
+    return entry_yaml(entry_id, [text], [text], title=title, conditions={"versions": {"widgetlib": spec}})
 
 
 @pytest.fixture()
 def two(tmp_path: Path):
     """Two entries that both match one line, for widgetlib < 2 and >= 2."""
     (tmp_path / "_tags.yaml").write_text((KB / "_tags.yaml").read_text())
-    (tmp_path / "old-widget.yaml").write_text(ENTRY.format(id="old-widget", title="Old widget failure",
-                                                           text="widget spindle jammed", spec="<2"))
-    (tmp_path / "new-widget.yaml").write_text(ENTRY.format(id="new-widget", title="New widget failure",
-                                                           text="widget spindle jammed in the gearbox", spec=">=2"))
+    (tmp_path / "old-widget.yaml").write_text(_widget("old-widget", "Old widget failure", "widget spindle jammed", "<2"))
+    (tmp_path / "new-widget.yaml").write_text(_widget("new-widget", "New widget failure",
+                                                      "widget spindle jammed in the gearbox", ">=2"))
     return index_from_kb_dir(tmp_path, strict=False)
 
 
@@ -160,32 +136,11 @@ def test_a_plain_match_does_not_load_the_version_reader():
     assert out.split() == ["False", "False"]
 
 
-WORDED = """\
-id: worded-widget
-title: Worded widget failure
-summary: A generated entry whose two wordings come from different releases of widgetlib.
-phase: runtime
-tags: [pytorch]
-severity: high
-status: draft
-since: 0.2.0
-signatures:
-  - kind: literal
-    text: "widget spindle jammed"
-    versions: {widgetlib: "<2"}
-  - kind: literal
-    text: "widget spindle stuck"
-symptoms: [A generated symptom.]
-causes: [A generated cause.]
-checklist: [A generated check.]
-fix:
-  summary: A generated fix.
-  body: A generated fix body.
-examples:
-  match:
-    - text: "widget spindle jammed"
-      source: "captured: generated 1.0"
-"""
+WORDED = entry_yaml(
+    "worded-widget",
+    [{"kind": "literal", "text": "widget spindle jammed", "versions": {"widgetlib": "<2"}}, "widget spindle stuck"],
+    ["widget spindle jammed"], title="Worded widget failure",
+)
 
 
 @pytest.fixture()
