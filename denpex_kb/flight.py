@@ -23,14 +23,18 @@ function is ever looked up), so only plain containers and scalars can come out o
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import json
 import os
 import pickle
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +72,9 @@ class DumpError(Exception):
     """A dump that cannot be read (not a flight-recorder dump, truncated, or a pickle that asks for code)."""
 
 
+_READ_AHEAD = 1 << 20
+
+
 class SafeUnpickler(pickle.Unpickler):
     """Builds only what pickle's own opcodes make (dict, list, tuple, set, str, bytes, int, float, bool, None).
 
@@ -83,7 +90,9 @@ class SafeUnpickler(pickle.Unpickler):
 
 def safe_loads(data: bytes) -> Any:
     try:
-        return SafeUnpickler(io.BytesIO(data)).load()
+        # Through a buffered reader: the C unpickler then reads ahead with peek(); over a bare BytesIO it makes a
+        # Python read() call per opcode, which made unpickling four times slower than pickle.loads.
+        return SafeUnpickler(io.BufferedReader(io.BytesIO(data), _READ_AHEAD)).load()
     except pickle.UnpicklingError as exc:
         raise DumpError(str(exc)) from None
     except (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, MemoryError,
@@ -166,10 +175,43 @@ class Dump:
                 return e.backend
         return None
 
-    @property
+    @cached_property
     def wrapped(self) -> bool:
         """The ring buffer has overwritten older entries (record ids count from 0 on every rank)."""
         return bool(self.entries) and min(e.record_id for e in self.entries) > 0
+
+    @cached_property
+    def by_group(self) -> dict[str, list[Entry]]:
+        """Each process group's entries, in record order (made once: every group's join reads it)."""
+        out: dict[str, list[Entry]] = {}
+        for e in self.entries:
+            es = out.get(e.group)
+            if es is None:
+                out[e.group] = es = []
+            es.append(e)
+        for es in out.values():
+            es.sort(key=_RECORD_ID)  # already in order as the writers dump them: one linear pass
+        return out
+
+
+_RECORD_ID = attrgetter("record_id")
+
+
+@contextlib.contextmanager
+def paused_collector() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (and back on after it if it was on).
+
+    Reading 1,024 ranks' dumps makes millions of small containers, none of them in a cycle: each collection
+    would rescan them all and free nothing (a third of the time of `hang` on such dumps). Wrap a block whose
+    dumps are released before it ends: once it is on again, the collector's first pass then finds them gone.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # --- reading -------------------------------------------------------------------------------------------------
@@ -206,7 +248,9 @@ def _int(value: Any, default: int | None = None) -> int | None:
 
 
 def _str_list(value: Any) -> list[Any] | None:
-    return list(value) if isinstance(value, (list, tuple)) else None
+    if type(value) is list:
+        return value  # a fresh list, as unpickled or parsed
+    return list(value) if isinstance(value, tuple) else None
 
 
 def _sizes(value: Any) -> list[Any]:
@@ -218,44 +262,67 @@ def _sizes(value: Any) -> list[Any]:
 
 
 def _entry(raw: Any, rank: int, index: int) -> Entry:
-    if not isinstance(raw, dict):
+    # Run once per recorded op (two million for 1,024 ranks): well-typed values, the writers' own, take the first
+    # branch of each test; anything else goes through the lenient converters.
+    if type(raw) is not dict:
         raise DumpError(f"entry {index} is a {type(raw).__name__}, not a dict")
-    name = raw.get("profiling_name")
-    name = name if isinstance(name, str) else "?"
-    backend, _, op = name.partition(":") if ":" in name else (None, "", name)
-    pg = raw.get("process_group")
-    pg_id = _int(raw.get("pg_id"))
+    get = raw.get
+    name = get("profiling_name")
+    if type(name) is not str:
+        name = "?"
+    backend: str | None
+    backend, colon, op = name.partition(":")
+    if not colon:
+        backend, op = None, name
+    pg = get("process_group")
+    pg_id = get("pg_id")
+    if type(pg_id) is not int:
+        pg_id = _int(pg_id)
     if isinstance(pg, (list, tuple)) and len(pg) >= 1:
-        group = str(pg[0])
-        desc = str(pg[1]) if len(pg) > 1 else "undefined"
+        group = pg[0] if type(pg[0]) is str else str(pg[0])
+        desc = (pg[1] if type(pg[1]) is str else str(pg[1])) if len(pg) > 1 else "undefined"
     else:  # 2.2: only the process group's uid
         group = str(pg_id) if pg_id is not None else "?"
         desc = "undefined"
     if "collective_seq_id" in raw:
-        coll = _int(raw.get("collective_seq_id"), 0) or 0
-        p2p = _int(raw.get("p2p_seq_id"), 0) or 0
-        is_p2p = bool(raw.get("is_p2p", False))
+        coll = get("collective_seq_id")
+        if type(coll) is not int:
+            coll = _int(coll, 0) or 0
+        p2p = get("p2p_seq_id", 0)
+        if type(p2p) is not int:
+            p2p = _int(p2p, 0) or 0
+        is_p2p = get("is_p2p", False)
+        if type(is_p2p) is not bool:
+            is_p2p = bool(is_p2p)
     else:  # 2.2: one seq_id per group, collectives and p2p alike
-        seq = _int(raw.get("seq_id"), 0) or 0
+        seq = _int(get("seq_id"), 0) or 0
         is_p2p = op.split(" ", 1)[0] in P2P_OPS
         coll, p2p = (0, seq) if is_p2p else (seq, 0)
-    created = _int(raw.get("time_created_ns"))
-    if created is None and raw.get("time_created_us") is not None:
-        us = _int(raw.get("time_created_us"))
-        created = us * 1000 if us is not None else None
-    frames = raw.get("frames")
-    frames = frames if type(frames) is list else []  # items are checked where they are read
+    created = get("time_created_ns")
+    if type(created) is not int:
+        created = _int(created)
+        if created is None and get("time_created_us") is not None:
+            us = _int(get("time_created_us"))
+            created = us * 1000 if us is not None else None
+    record_id = get("record_id")
+    if type(record_id) is not int:
+        record_id = _int(record_id, index) or 0
+    op_id = get("op_id")
+    if type(op_id) is not int:
+        op_id = _int(op_id)
+    timeout = get("timeout_ms")
+    if type(timeout) is not int:
+        timeout = _int(timeout)
+    state = get("state")
+    retired = get("retired")
+    frames = get("frames")
     return Entry(
-        rank=rank,
-        record_id=_int(raw.get("record_id"), index) or 0,
-        group=group, desc=desc, pg_id=pg_id, op=op.strip(), backend=backend,
-        collective_seq_id=coll, p2p_seq_id=p2p, is_p2p=is_p2p, op_id=_int(raw.get("op_id")),
-        input_sizes=_sizes(raw.get("input_sizes")), output_sizes=_sizes(raw.get("output_sizes")),
-        input_dtypes=_str_list(raw.get("input_dtypes")), output_dtypes=_str_list(raw.get("output_dtypes")),
-        state=raw.get("state") if isinstance(raw.get("state"), str) else None,
-        time_created_ns=created, frames=frames,
-        retired=raw.get("retired") if isinstance(raw.get("retired"), bool) else None,
-        timeout_ms=_int(raw.get("timeout_ms")),
+        rank, record_id, group, desc, pg_id, op.strip(), backend, coll, p2p, is_p2p, op_id,
+        _sizes(get("input_sizes")), _sizes(get("output_sizes")),
+        _str_list(get("input_dtypes")), _str_list(get("output_dtypes")),
+        state if type(state) is str else None, created,
+        frames if type(frames) is list else [],  # items are checked where they are read
+        retired if type(retired) is bool else None, timeout,
     )
 
 
@@ -334,16 +401,9 @@ def read_dumps(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Dump], lis
     """Every readable dump, and one problem line per file that is not (a duplicate rank included)."""
     dumps: dict[int, Dump] = {}
     problems: list[str] = []
-    import gc
-
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small containers, none cyclic: the collector would only rescan them
-    try:
+    with paused_collector():
         _read_all(paths, dumps, problems)
-    finally:
-        if enabled:
-            gc.enable()
-    return [dumps[r] for r in sorted(dumps)], problems
+        return [dumps[r] for r in sorted(dumps)], problems
 
 
 def _read_all(paths: Iterable[str | os.PathLike[str]], dumps: dict[int, Dump], problems: list[str]) -> None:
@@ -464,9 +524,9 @@ class _Group:
 def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> list[_Group]:
     seen: dict[str, str] = {}
     for d in dumps:
-        for e in d.entries:
-            if e.group not in seen or seen[e.group] == "undefined":
-                seen[e.group] = e.desc
+        for name, es in d.by_group.items():
+            if seen.get(name, "undefined") == "undefined":
+                seen[name] = next((e.desc for e in es if e.desc != "undefined"), "undefined")
     configured: dict[str, set[int]] = {}
     for d in dumps:
         for key, info in d.pg_config.items():
@@ -489,7 +549,7 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
         if name == "0" or desc == "default_pg":
             members, how = world, (f"--world-size {world_size}" if world_size else f"ranks 0-{world[-1]} (the highest rank with a dump)" if world else "")
         else:
-            members = sorted({d.rank for d in dumps if any(e.group == name for e in d.entries)})
+            members = sorted({d.rank for d in dumps if name in d.by_group})
             how = "the ranks that recorded it; a member that never did is not seen"
         if all(d.version is None for d in dumps):
             why = "2.2 dumps have no pg_config"
@@ -582,12 +642,14 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
         d = dumps.get(r)
         if d is None:
             continue
-        es = [e for e in d.entries if e.group == group.name]
+        es = d.by_group.get(group.name, [])
         allg[r] = es
-        per[r] = {}
-        for e in sorted(es, key=lambda e: e.record_id):
-            if not e.is_p2p and e.seq > 0:
-                per[r].setdefault(e.seq, e)
+        per[r] = mine = {}
+        for e in es:
+            if not e.is_p2p:
+                seq = e.collective_seq_id
+                if seq > 0 and seq not in mine:
+                    mine[seq] = e
     absent = [r for r in members if r not in dumps]
     present = [r for r in members if r in dumps]
     if not present or not any(per.get(r) for r in present):
@@ -607,11 +669,18 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     hi = {r: max(per[r]) if per.get(r) else 0 for r in present}
     lo = {r: min(per[r]) if per.get(r) else 0 for r in present}
 
-    # mismatches over the sequence numbers every holder still has
-    seqs = sorted({s for r in present for s in per.get(r, {})})
-    for s in seqs:
-        at = {r: per[r][s] for r in present if s in per.get(r, {})}
-        m = _compare(group, s, False, at)
+    # Mismatches over the sequence numbers the holders still have: each entry is compared with the first
+    # holder's (by rank) in one pass, and only a sequence number where one differs is looked at closely.
+    reference: dict[int, Entry] = {}
+    differ: set[int] = set()
+    for r in present:
+        for s, e in per.get(r, {}).items():
+            f = reference.setdefault(s, e)
+            if f is not e and (e.op != f.op or e.input_sizes != f.input_sizes or e.output_sizes != f.output_sizes
+                               or e.input_dtypes != f.input_dtypes or e.output_dtypes != f.output_dtypes):
+                differ.add(s)
+    for s in sorted(differ):
+        m = _compare(group, s, False, {r: per[r][s] for r in present if s in per.get(r, {})})
         if m:
             out.mismatches.append(m)
             break  # after the first mismatch the ranks are out of step: later ones are consequences
@@ -704,7 +773,7 @@ def _join_p2p(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
         d = dumps.get(r)
         if d is None:
             continue
-        for e in sorted((e for e in d.entries if e.group == group.name and e.is_p2p), key=lambda e: e.record_id):
+        for e in (e for e in d.by_group.get(group.name, ()) if e.is_p2p):
             channel = _p2p_channel(e, group)
             if channel is None:
                 unpaired += 1

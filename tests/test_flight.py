@@ -239,3 +239,32 @@ def test_fold_into_report():
     assert any("watchdog timeouts on rank(s) 0, 1, 3 are the fallout" in line for line in lines)
     healthy = flight.analyze([flight.read_dump(FIX / "v2_10" / "nccl_trace_rank_0")])
     assert isinstance(flight.fold_into_report(report, healthy), list)
+
+
+def test_the_collector_is_paused_only_for_the_block():
+    import gc
+
+    assert gc.isenabled()
+    with flight.paused_collector():
+        assert not gc.isenabled()
+        with flight.paused_collector():  # nested, as hang's command around read_dumps
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(KeyError), flight.paused_collector():
+        raise KeyError("x")
+    assert gc.isenabled()
+
+
+def test_entries_out_of_record_order_are_joined_in_order(tmp_path):
+    """A dump whose entries are not in record order (a reordering writer, a hand-merged file) still gives the
+    right hang: each group's entries are ordered by record id once, before the join."""
+    mf = _fixture_module()
+    es = [mf.entry("2.10", i, i + 1, "all_reduce", t=i, state="completed" if i < 3 else "started") for i in range(4)]
+    for r in range(3):
+        mine = es if r != 1 else es[:3]
+        (tmp_path / f"nccl_trace_rank_{r}").write_bytes(pickle.dumps(mf.top("2.10", [0, 1, 2], list(reversed(mine)))))
+    dumps, problems = flight.read_dumps([tmp_path])
+    [h] = flight.analyze(dumps, problems=problems).hangs
+    assert (h.missing_ranks, h.seq_id, h.op) == ([1], 4, "all_reduce")
+    assert [e.record_id for e in dumps[0].by_group["0"]] == [0, 1, 2, 3]

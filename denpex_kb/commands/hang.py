@@ -24,6 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..flight import paused_collector
+
+    with paused_collector():  # the dumps are released when _run returns, before the collector is back on
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from .. import flight
 
     if args.world_size is not None and args.world_size < 1:

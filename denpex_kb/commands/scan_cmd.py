@@ -185,10 +185,12 @@ def run(args: argparse.Namespace) -> int:
         missing = [str(p) for p in paths if not p.exists()]
         if missing or not paths:
             raise UsageError(f"--fr: no such dump file or directory: {visible(', '.join(missing or args.fr))}")
-        dumps, problems = flight.read_dumps(paths)
-        analysis = flight.analyze(dumps, problems=problems)
-        jobs[0].flight_lines = flight.fold_into_report(jobs[0].report, analysis)
-        jobs[0].flight_doc = analysis.to_dict()
+        with flight.paused_collector():
+            dumps, problems = flight.read_dumps(paths)
+            analysis = flight.analyze(dumps, problems=problems)
+            jobs[0].flight_lines = flight.fold_into_report(jobs[0].report, analysis)
+            jobs[0].flight_doc = analysis.to_dict()
+            del dumps, analysis  # released before the collector is back on (see paused_collector)
     SCAN_FORMATS.write(fmt, ScanResult(jobs, idx, headers=args.each))
     for job in jobs:
         for error in job.errors:
