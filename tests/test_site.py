@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from conftest import KB, REPO, chromium_or_skip, serve_directory, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.model import Phase
+from denpex_kb.site import search
 from denpex_kb.site.build import build_site
 from denpex_kb.site.render import to_markdown, to_terminal
 
@@ -49,6 +51,29 @@ def test_entry_pages_stay_out_of_the_sidebar(built_site: Path):
 def test_search_index_holds_the_signature_text(built_site: Path):
     index = (built_site / "search" / "search_index.json").read_text(encoding="utf-8")
     assert "Watchdog caught collective operation timeout" in index
+
+
+def test_search_index_weighs_what_the_software_prints(built_site: Path):
+    """The build (its post-build hook) rewrites the theme's weights: tags and titles no longer outweigh the
+    text by a million and a thousand, an entry's printed lines weigh more than its prose, its benign
+    look-alikes and the listing pages less."""
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert {k: v["boost"] for k, v in index["config"]["fields"].items()} == search.FIELD_BOOST
+    boosts = {d["location"]: d.get("boost") for d in index["docs"]}
+    entry = "entries/nccl-watchdog-timeout/"
+    assert boosts[entry + "#real-output"] == search.SECTION_BOOST["real-output"]
+    assert boosts[entry + "#signatures"] > 1 > boosts[entry + "#not-this-failure"]
+    assert boosts[entry + "#causes"] is None and boosts[entry] is None  # plain text weighs 1
+    assert boosts["phases/communication/"] == search.LISTING_BOOST
+
+
+def test_weigh_leaves_other_pages_and_fields_alone():
+    index = {"config": {"fields": {"title": {"boost": 1000.0}, "text": {"boost": 1.0}}},
+             "docs": [{"location": "verdict/", "text": "x"}, {"location": "entries/a-b/#signatures", "text": "y"},
+                      {"location": "entries/a-b/sub/#signatures", "text": "z"}]}
+    out = search.weigh(index)
+    assert out["config"]["fields"] == {"title": {"boost": search.FIELD_BOOST["title"]}, "text": {"boost": 1.0}}
+    assert [d.get("boost") for d in out["docs"]] == [None, search.SECTION_BOOST["signatures"], None]
 
 
 def test_explain_and_page_come_from_one_renderer():

@@ -20,6 +20,7 @@ from denpex_kb.compiler import compile_kb
 from denpex_kb.loader import load_kb
 from denpex_kb.matcher import match
 from denpex_kb.model import Phase
+from denpex_kb.normalize import strip_prefixes
 from denpex_kb.site.build import build_site
 from denpex_kb.site.export import Untranslatable, re2_to_js
 
@@ -305,3 +306,46 @@ def test_browser_paste_box_answers_a_2000_line_paste(kb, index, browser_page):
     assert clean_top == [] == match(clean, index=index)
     # The time is a measurement (printed, and recorded in benchmarks/README.md), not a pass/fail condition: a
     # loaded CI machine must not fail the suite.
+
+
+def _error_line(text: str) -> str:
+    """The line a user would type into the search box: the last one of an example that is not a code frame."""
+    lines = [strip_prefixes(raw).text for raw in text.splitlines()]
+    lines = [t for t in lines if t and not t.startswith(("File ", "Traceback", "raise ", "^"))]
+    return lines[-1] if lines else ""
+
+
+@pytest.mark.browser
+def test_browser_site_search_puts_the_matched_entry_first(kb, index, browser_page):
+    """A pasted error line typed into the site search gets the matcher's answer above the word-ranked results,
+    on any page; a line the matcher does not know (or a few words) gets none."""
+    base, page, requests = browser_page
+    page.goto(base + "entries/nccl-watchdog-timeout/")
+    page.wait_for_selector(".dkb-search-match", state="attached")
+    asked = shown = 0
+    for entry in sorted(kb.entries.values(), key=lambda e: e.id):
+        line = _error_line(entry.examples.match[0].text)
+        expected = match(line, index=index)
+        if len(line.split()) < 3:
+            continue
+        page.fill(".md-search__input", line)
+        page.wait_for_function(
+            "q => document.querySelector('.md-search__input').value === q && "
+            "document.querySelector('.dkb-search-match').getAttribute('data-state') === 'done'", arg=line)
+        slot = page.eval_on_selector(".dkb-search-match", "e => [e.hidden, e.getAttribute('data-entry-id')]")
+        asked += 1
+        if expected:
+            shown += 1
+            assert slot == [False, expected[0].id], (entry.id, line, slot)
+            href = page.get_attribute(".dkb-search-match a", "href")
+            assert href.rstrip("/").endswith(f"entries/{expected[0].id}"), href
+        else:
+            assert slot[0] is True, (entry.id, line, slot)
+    assert asked > 100 and shown > asked // 2, (asked, shown)  # most entries: a one-line paste names them
+    for benign in ("Epoch 3: loss 0.123, all good", "NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", "CUDA out"):
+        page.fill(".md-search__input", benign)
+        page.wait_for_function(
+            "q => document.querySelector('.md-search__input').value === q && "
+            "document.querySelector('.dkb-search-match').getAttribute('data-state') === 'done'", arg=benign)
+        assert page.eval_on_selector(".dkb-search-match", "e => e.hidden") is True, benign
+    assert _elsewhere(requests, base) == []

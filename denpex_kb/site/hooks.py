@@ -1,12 +1,15 @@
-"""mkdocs hooks of the failure hub (named in mkdocs.yml): every page body passes the allow-list sanitizer, and
-the 404 page finds the site's assets from any path it is served at."""
+"""mkdocs hooks of the failure hub (named in mkdocs.yml): every page body passes the allow-list sanitizer, the
+404 page finds the site's assets from any path it is served at, and the search index is weighted for pasted
+error lines."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from denpex_kb.site import clean
+from denpex_kb.site.search import weigh_site
 
 
 def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:
@@ -22,3 +25,7 @@ def on_template_context(context: Any, template_name: str, config: Any) -> Any:
         context["base_url"] = ""
         context["dkb_site_root"] = urlsplit(config.site_url or "/").path or "/"
     return context
+
+
+def on_post_build(config: Any) -> None:
+    weigh_site(Path(config.site_dir))

@@ -369,6 +369,17 @@
 
   function entryHref(id) { return ID.test(id) ? new URL("../entries/" + id + "/", base).href : null; }
 
+  // The compiled index, fetched once per page and only when something is to be matched.
+  var loading = null;
+  function loadEngine() {
+    if (!loading) {
+      loading = fetch(new URL("dkb-match-index.json", base).href, { credentials: "same-origin" })
+        .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
+        .then(function (data) { return new Engine(data); });
+    }
+    return loading;
+  }
+
   function render(out, results, ms, lineCount) {
     out.textContent = "";
     if (!results.length) {
@@ -450,10 +461,9 @@
       if (timer !== null) clearTimeout(timer);
       timer = setTimeout(run, 120);
     });
-    fetch(new URL("dkb-match-index.json", base).href, { credentials: "same-origin" })
-      .then(function (r) { if (!r.ok) throw new Error("HTTP " + r.status); return r.json(); })
-      .then(function (data) {
-        engine = new Engine(data);
+    loadEngine()
+      .then(function (loaded) {
+        engine = loaded;
         window.denpexMatch = function (text, top) { return engine.match(text, top); };
         window.denpexMatchInfo = { signatures: engine.sigs.length, skipped: engine.skipped, broken: engine.broken,
                                    entries: engine.entries.length };
@@ -517,9 +527,65 @@
     holder.setAttribute("data-ready", "true");
   }
 
+  // The site search ranks pages by words, so a pasted error line often lists its entry far down, behind pages
+  // that share a few of its words. When the query is an error line the matcher knows, its answer is shown
+  // above the search results, with the entry's fix: the same answer as the paste box and `denpex-kb match`.
+  var SEARCH_MIN_WORDS = 3;
+
+  function searchMatch(input) {
+    var results = document.querySelector(".md-search-result");
+    if (!results) return;
+    var slot = el("div", "dkb-search-match");
+    slot.hidden = true;
+    results.insertBefore(slot, results.firstChild);
+    var timer = null, asked = "";
+
+    function show(query, found) {
+      if (query !== input.value) return; // a later query is on its way
+      slot.textContent = "";
+      slot.hidden = !found.length;
+      slot.setAttribute("data-state", "done");
+      if (!found.length) return;
+      var r = found[0], href = entryHref(r.id);
+      var head = el("p", "dkb-search-match__title");
+      head.appendChild(el("span", "dkb-chip", "matched"));
+      head.appendChild(document.createTextNode(" "));
+      var title = el(href ? "a" : "span", null, r.title);
+      if (href) title.href = href;
+      head.appendChild(title);
+      head.appendChild(document.createTextNode(" "));
+      head.appendChild(el("code", "dkb-chip dkb-id", r.id));
+      slot.setAttribute("data-entry-id", r.id);
+      slot.appendChild(head);
+      var fix = el("p", "dkb-search-match__fix");
+      fix.appendChild(el("strong", null, "Fix: "));
+      fix.appendChild(document.createTextNode(r.fix));
+      slot.appendChild(fix);
+    }
+
+    function run() {
+      timer = null;
+      var query = input.value;
+      if (query === asked) { slot.setAttribute("data-state", "done"); return; }
+      asked = query;
+      if (query.trim().split(/\s+/).length < SEARCH_MIN_WORDS) { show(query, []); return; }
+      slot.setAttribute("data-state", "pending");
+      loadEngine().then(function (engine) { show(query, engine.match(query, 1)); },
+                        function () { slot.hidden = true; slot.setAttribute("data-state", "error"); });
+    }
+
+    input.addEventListener("input", function () {
+      slot.setAttribute("data-state", "pending");
+      if (timer !== null) clearTimeout(timer);
+      timer = setTimeout(run, 150);
+    });
+  }
+
   function start() {
     var box = document.getElementById("dkb-paste");
     if (box) pasteBox(box);
+    var search = document.querySelector(".md-search__input");
+    if (search) searchMatch(search);
     var filter = document.getElementById("dkb-entries-filter");
     if (filter) entriesFilter(filter);
   }
