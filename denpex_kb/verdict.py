@@ -104,14 +104,23 @@ def _devices(finding: Finding) -> list[str]:
     return found
 
 
+def _faulty_hosts(finding: Finding) -> list[str]:
+    """The nodes a hardware finding blames. A signature's `host` group names the node at fault ("Node failure on
+    gpu-9", printed by srun on another node), so it wins over the host of the line's prefix, which is only where
+    the line was logged; without one, the prefix's host is the node (a kernel log's own host name)."""
+    named = finding.values.get("host")
+    return [named] if isinstance(named, str) and named else list(finding.hosts)
+
+
 def _where(finding: Finding) -> str:
     xid = _XID.search(finding.text)
     what = f"Xid {xid.group('xid')}" if xid else (finding.title or finding.id or "a hardware fault")
     if finding.ranks:
         ranks = finding.ranks
         return f"{what} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
-    if finding.hosts:
-        return f"{what} on {', '.join(finding.hosts[:8])}"
+    hosts = _faulty_hosts(finding)
+    if hosts:
+        return f"{what} on {', '.join(hosts[:8])}"
     return what
 
 
@@ -168,7 +177,7 @@ def decide(report: ScanReport) -> Verdict | None:
         hosts: list[str] = []
         devices: list[str] = []
         for f in hardware:
-            hosts += [h for h in f.hosts if h not in hosts]
+            hosts += [h for h in _faulty_hosts(f) if h not in hosts]
             devices += [d for d in _devices(f) if d not in devices]
         return Verdict("elsewhere", response(first)[1], _where(first), first.id, tuple(hosts), tuple(devices), tuple(stale))
     if initiating.before_job:  # nothing of this job's own was found

@@ -166,3 +166,18 @@ def test_the_scan_hint_and_the_verdict_read_one_exit_code_table(tmp_path: Path, 
     if row.likely and row.likely in report.index.by_id and report.initiating.id != row.likely:
         assert f"see {row.likely}" in hints[0]
     assert report.verdict is not None and row.short in report.verdict.reason, report.verdict
+
+
+def test_a_node_failure_excludes_the_node_the_line_names_not_the_one_that_printed_it(tmp_path: Path):
+    """srun reports a node failure from another node: `Node failure on <host>` names the node to keep the rerun
+    off, while a prefix's host (pdsh, syslog) is only where the line was logged."""
+    log = _log(tmp_path, [
+        JOB_START,
+        "gpu-node-3: srun: error: Node failure on gpu-node-9",
+        "gpu-node-3: srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        "srun: error: Node failure on jean-zay-iam37",
+    ])
+    verdict = scan(log).verdict
+    assert verdict is not None and verdict.retry == "elsewhere" and verdict.entry == "slurm-node-failure"
+    assert verdict.exclude == ("gpu-node-9", "jean-zay-iam37")
+    assert "gpu-node-9" in verdict.reason and "gpu-node-3" not in verdict.reason
