@@ -564,13 +564,18 @@ def _signature(e: Entry) -> tuple[Any, ...]:
     return (e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes)
 
 
+def _same_call(a: Entry, b: Entry) -> bool:
+    """`_signature(a) == _signature(b)` without building the tuples (run for every entry of every rank)."""
+    return (a.op == b.op and a.input_sizes == b.input_sizes and a.output_sizes == b.output_sizes
+            and a.input_dtypes == b.input_dtypes and a.output_dtypes == b.output_dtypes)
+
+
 def _compare(group: _Group, seq: int, p2p: bool, at: dict[int, Entry]) -> Mismatch | None:
     if len(at) < 2:
         return None
     values = iter(at.values())
     first = next(values)
-    if all(e.op == first.op and e.input_sizes == first.input_sizes and e.output_sizes == first.output_sizes
-           and e.input_dtypes == first.input_dtypes and e.output_dtypes == first.output_dtypes for e in values):
+    if all(_same_call(e, first) for e in values):
         return None  # the common case, without building signatures
     ops = {e.op for e in at.values()}
     if p2p:
@@ -676,8 +681,7 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     for r in present:
         for s, e in per.get(r, {}).items():
             f = reference.setdefault(s, e)
-            if f is not e and (e.op != f.op or e.input_sizes != f.input_sizes or e.output_sizes != f.output_sizes
-                               or e.input_dtypes != f.input_dtypes or e.output_dtypes != f.output_dtypes):
+            if f is not e and not _same_call(e, f):
                 differ.add(s)
     for s in sorted(differ):
         m = _compare(group, s, False, {r: per[r][s] for r in present if s in per.get(r, {})})
