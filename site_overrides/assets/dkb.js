@@ -380,6 +380,25 @@
     return loading;
   }
 
+  // An answer's title (a link to its entry) and id, and its fix: the paste box's results and the search's.
+  function titleLine(cls, r) {
+    var head = el("p", cls);
+    var href = entryHref(r.id);
+    var title = el(href ? "a" : "span", null, r.title);
+    if (href) title.href = href;
+    head.appendChild(title);
+    head.appendChild(document.createTextNode(" "));
+    head.appendChild(el("code", "dkb-chip dkb-id", r.id));
+    return head;
+  }
+
+  function fixLine(cls, r) {
+    var fix = el("p", cls);
+    fix.appendChild(el("strong", null, "Fix: "));
+    fix.appendChild(document.createTextNode(r.fix));
+    return fix;
+  }
+
   function render(out, results, ms, lineCount) {
     out.textContent = "";
     if (!results.length) {
@@ -390,14 +409,7 @@
     results.forEach(function (r) {
       var item = el("li", "dkb-paste__result");
       item.setAttribute("data-entry-id", r.id);
-      var head = el("p", "dkb-paste__title");
-      var href = entryHref(r.id);
-      var title = el(href ? "a" : "span", null, r.title);
-      if (href) title.href = href;
-      head.appendChild(title);
-      head.appendChild(document.createTextNode(" "));
-      head.appendChild(el("code", "dkb-chip dkb-id", r.id));
-      item.appendChild(head);
+      item.appendChild(titleLine("dkb-paste__title", r));
       var chips = el("p", "dkb-paste__chips");
       chips.appendChild(el("span", "dkb-chip", "score " + r.score + (r.tier !== "exact" ? " (normalized)" : "")));
       chips.appendChild(el("span", "dkb-chip", r.role));
@@ -406,10 +418,7 @@
         chips.appendChild(el("span", "dkb-chip dkb-blame", "blame: " + r.blame));
       }
       item.appendChild(chips);
-      var fix = el("p", "dkb-paste__fix");
-      fix.appendChild(el("strong", null, "Fix: "));
-      fix.appendChild(document.createTextNode(r.fix));
-      item.appendChild(fix);
+      item.appendChild(fixLine("dkb-paste__fix", r));
       var where = el("p", "dkb-paste__line");
       where.appendChild(document.createTextNode("line " + r.line_number + ": "));
       where.appendChild(el("code", null, r.text.length > 200 ? r.text.slice(0, 199) + "\u2026" : r.text));
@@ -546,21 +555,13 @@
       slot.hidden = !found.length;
       slot.setAttribute("data-state", "done");
       if (!found.length) return;
-      var r = found[0], href = entryHref(r.id);
-      var head = el("p", "dkb-search-match__title");
-      head.appendChild(el("span", "dkb-chip", "matched"));
-      head.appendChild(document.createTextNode(" "));
-      var title = el(href ? "a" : "span", null, r.title);
-      if (href) title.href = href;
-      head.appendChild(title);
-      head.appendChild(document.createTextNode(" "));
-      head.appendChild(el("code", "dkb-chip dkb-id", r.id));
+      var r = found[0];
+      var head = titleLine("dkb-search-match__title", r);
+      head.insertBefore(document.createTextNode(" "), head.firstChild);
+      head.insertBefore(el("span", "dkb-chip", "matched"), head.firstChild);
       slot.setAttribute("data-entry-id", r.id);
       slot.appendChild(head);
-      var fix = el("p", "dkb-search-match__fix");
-      fix.appendChild(el("strong", null, "Fix: "));
-      fix.appendChild(document.createTextNode(r.fix));
-      slot.appendChild(fix);
+      slot.appendChild(fixLine("dkb-search-match__fix", r));
     }
 
     function run() {
