@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import html
 import http.server
 import json
 import os
+import re
 import shutil
 import textwrap
 import threading
@@ -140,3 +142,27 @@ def serve_directory(root: Path) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()  # the listening socket too
+
+
+# --- links in built pages, whatever the builder -----------------------------------------------------------------
+# mkdocs writes `href="../x/"`, Zensical `href=".././x/"` or `href="./../x/"` for the same link: tests compare
+# where a link leads (a path from the site's root), never its spelling.
+
+_ANCHOR = re.compile(r"<a\s[^>]*?href=\"([^\"]*)\"[^>]*>(.*?)</a>", re.S)
+
+
+def site_path(page: str, href: str) -> str:
+    """Where `href` on the page at `page` (a path from the site's root, such as "entries/x/") leads, as a path
+    from the root with a trailing slash for a directory: "entries/y/"; an absolute URL is returned as is."""
+    from urllib.parse import urljoin, urlsplit
+
+    href = html.unescape(href)
+    if urlsplit(href).scheme:
+        return href
+    resolved = urlsplit(urljoin("http://site/" + page, href)).path
+    return resolved.lstrip("/")
+
+
+def links(text: str, page: str) -> list[tuple[str, str]]:
+    """(target from the site's root, inner HTML) of every anchor in `text`, the HTML of the page at `page`."""
+    return [(site_path(page, h), inner) for h, inner in _ANCHOR.findall(text)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KB, REPO, chromium_or_skip, serve_directory, variant
+from conftest import KB, REPO, chromium_or_skip, links, serve_directory, variant
 from denpex_kb.loader import load_kb
 from denpex_kb.model import Phase
 from denpex_kb.site import search
@@ -45,7 +45,7 @@ def test_entry_pages_stay_out_of_the_sidebar(built_site: Path):
     nav = re.split(r'class="md-nav md-nav--primary[^"]*"', home, maxsplit=1)[1].split("</nav>", 1)[0]
     # The all-entries page (entries/) is in the nav; no entry page (entries/<id>/) is.
     assert not re.search(r"entries/[a-z0-9-]+/", nav)
-    assert 'href="entries/" class="md-nav__link"' in home
+    assert "entries/" in [target for target, _ in links(home, "")]
 
 
 def test_search_index_holds_the_signature_text(built_site: Path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KB, REPO, chromium_or_skip, serve_directory
+from conftest import KB, REPO, chromium_or_skip, links, serve_directory, site_path
 from denpex_kb.bundle import KbIndex
 from denpex_kb.compiler import compile_kb
 from denpex_kb.loader import load_kb
@@ -62,9 +62,10 @@ def test_entries_page_lists_every_entry_with_its_response(kb, site: Path):
     text = (site / "entries" / "index.html").read_text(encoding="utf-8")
     rows = {r[0]: r for r in _cells(text)}
     assert set(rows) == set(kb.entries), "the all-entries table and the knowledge base differ"
+    targets = {target for target, _ in links(text, "entries/")}
     for entry in kb.entries.values():
         row = rows[entry.id]
-        assert f'href="{entry.id}/"' in text, f"{entry.id}: title not linked to its page"
+        assert f"entries/{entry.id}/" in targets, f"{entry.id}: title not linked to its page"
         retry = entry.response.retry.value if entry.response else "\u2014"
         blame = entry.response.blame.value if entry.response else "\u2014"
         assert row[5:7] == [retry, blame], (entry.id, row)
@@ -90,12 +91,17 @@ def test_entry_pages_link_previous_and_next_in_their_phase(kb, site: Path):
         same = sorted((e for e in kb.entries.values() if e.phase is phase), key=lambda e: (e.title.lower(), e.id))
         for i, entry in enumerate(same):
             text = (site / "entries" / entry.id / "index.html").read_text(encoding="utf-8")
+
+            def after(label: str, text: str = text, here: str = f"entries/{entry.id}/") -> str | None:
+                m = re.search(rf'{label} in [^<]*<a\s[^>]*?href="([^"]*)"', text)
+                return site_path(here, m.group(1)) if m else None
+
             if i > 0:
-                assert re.search(rf'Previous in [^<]*<a href="\.\./{same[i - 1].id}/"', text), entry.id
+                assert after("Previous") == f"entries/{same[i - 1].id}/", entry.id
             else:
                 assert "Previous in" not in text, entry.id
             if i + 1 < len(same):
-                assert re.search(rf'Next in [^<]*<a href="\.\./{same[i + 1].id}/"', text), entry.id
+                assert after("Next") == f"entries/{same[i + 1].id}/", entry.id
             else:
                 assert "Next in" not in text, entry.id
 

@@ -1,4 +1,5 @@
-"""`denpex-kb build-docs`: render every entry and build the hub with `mkdocs build --strict`."""
+"""`denpex-kb build-docs`: render every entry, write the completed config, and build the hub (strict) with mkdocs
+or Zensical."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from ..cli import UsageError
 from ..output import plural
+from ..site.config import BUILDERS
 from ._common import add_kb_option, kb_dir, shipped_kb
 
 ORDER = 70
@@ -17,8 +19,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("build-docs", help="build the failure hub (static site) from the knowledge base")
     add_kb_option(p)
     p.add_argument("--out", metavar="DIR", default="site", help="where the built site goes (default: ./site)")
-    p.add_argument("--docs", metavar="DIR", help="where the generated Markdown goes (default: docs/ beside mkdocs.yml)")
-    p.add_argument("--config", metavar="FILE", help="mkdocs config (default: mkdocs.yml beside kb/)")
+    p.add_argument("--docs", metavar="DIR",
+                   help="where the generated pages and config go (default: docs/ beside mkdocs.yml; emptied first)")
+    p.add_argument("--config", metavar="FILE", help="the committed mkdocs config (default: mkdocs.yml beside kb/)")
+    p.add_argument("--builder", choices=BUILDERS, default="mkdocs",
+                   help="the site builder; both read the generated DIR/mkdocs.yml (default: mkdocs)")
     p.set_defaults(handler=run)
 
 
@@ -49,9 +54,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{config}: no mkdocs config; pass --config")
     docs = Path(args.docs) if args.docs else config.parent / "docs"
     try:
-        build_site(kb, config, docs, Path(args.out))
+        generated = build_site(kb, config, docs, Path(args.out), builder=args.builder)
     except Exception as exc:  # noqa: BLE001 - mkdocs aborts with its own exception types on strict warnings
         print(f"denpex-kb build-docs: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"built {plural(len(kb.entries), 'entry', 'entries')} into {args.out}", file=sys.stderr)
+    print(f"built {plural(len(kb.entries), 'entry', 'entries')} into {args.out} with {args.builder} "
+          f"(config: {generated})", file=sys.stderr)
     return 0

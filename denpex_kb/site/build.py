@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from packaging.version import Version
 
@@ -13,6 +12,7 @@ from ..loader import KnowledgeBase
 from ..model import PHASE_INFO, Entry, Phase
 from ..normalize import strip_prefixes
 from .audit import SiteProblem, audit_site
+from .config import BUILDERS, CONFIG_NAME, PAGES_DIR, SITE_DIR, write_config
 from .export import ASSET as MATCH_ASSET
 from .export import match_index_json
 from .render import REPO_URL, phase_title, to_markdown
@@ -162,9 +162,6 @@ with the package and run in its tests:
 """
 
 
-CODES_NAV = {"Check codes": "codes.md"}
-
-
 def codes_page() -> str:
     """Every problem code of `check` and `test`, one section each: the page each reported problem links to."""
     from ..codes import CODES
@@ -309,47 +306,44 @@ def write_docs(kb: KnowledgeBase, docs: Path) -> list[Path]:
     return written
 
 
-def redirect_map(kb: KnowledgeBase) -> dict[str, str]:
-    return {
-        f"entries/{old}.md": f"entries/{stone.replaced_by}.md"
-        for old, stone in sorted(kb.tombstones.items())
-        if stone.replaced_by in kb.entries
-    }
-
-
-def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path) -> None:
-    """`mkdocs build --strict` on the committed config, with the generated parts (redirects, allowed tags) added."""
-    from mkdocs.commands.build import build
-    from mkdocs.config import load_config
-
-    write_docs(kb, docs)
-    cfg = load_config(str(config_file), docs_dir=str(docs.resolve()), site_dir=str(site.resolve()), strict=True)
-    nav = cfg["nav"]
-    if nav is not None and CODES_NAV not in nav:
-        nav.append(dict(CODES_NAV))  # a generated page, listed last: the one each reported problem links to
-    redirects = cfg.plugins.get("redirects")
-    if redirects is not None:
-        redirects.config["redirect_maps"] = redirect_map(kb)
-    tags = cfg.plugins.get("material/tags")
-    if tags is not None:
-        from material.plugins.tags.structure.tag import Tag
-
-        tags.config.tags_allowed = {Tag(t) for t in kb.tag_group}
-    _build_reporting_warnings(build, cfg)
-    problems = audit_site(site)
+def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path, *, builder: str = "mkdocs") -> Path:
+    """Write the pages and the completed config into `docs`, build the site with `builder` (strict), audit it,
+    and move it to `site`. Returns the generated config, which either builder reads as it is."""
+    if builder not in BUILDERS:
+        raise ValueError(f"unknown builder {builder!r}: one of {', '.join(BUILDERS)}")
+    if docs.exists():
+        shutil.rmtree(docs)  # generated as a whole, never edited
+    pages, built = docs / PAGES_DIR, docs / SITE_DIR
+    write_docs(kb, pages)
+    generated = write_config(kb, config_file, pages, built, docs / CONFIG_NAME)
+    if builder == "mkdocs":
+        _build_reporting_warnings(generated)
+    else:
+        _build_with_zensical(generated)
+    problems = audit_site(built)
     if problems:
-        raise UnsafeSiteError(problems)
+        # Zensical does not run mkdocs hooks, so the allow-list sanitizer (hooks.py) never saw its pages.
+        hint = "zensical runs no mkdocs hooks, so the page sanitizer did not run" if builder == "zensical" else None
+        raise UnsafeSiteError(problems, hint)
+    if site.resolve() != built.resolve():
+        if site.exists():
+            shutil.rmtree(site)
+        site.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(built), str(site))
+    return generated
 
 
 class SiteBuildError(Exception):
     """mkdocs refused the build; the message carries the warnings that made a strict build abort."""
 
 
-def _build_reporting_warnings(build: Any, cfg: Any) -> None:
+def _build_reporting_warnings(config_file: Path) -> None:
     # Through the Python API mkdocs logs its warnings to no handler, so a strict build would abort with only
     # "Aborted with N warnings": collect them and say what they were.
     import logging
 
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
     from mkdocs.exceptions import Abort
 
     seen: list[str] = []
@@ -362,7 +356,7 @@ def _build_reporting_warnings(build: Any, cfg: Any) -> None:
     logger = logging.getLogger("mkdocs")
     logger.addHandler(handler)
     try:
-        build(cfg)
+        build(load_config(str(config_file), strict=True))
     except Abort as exc:
         details = "\n".join(f"  {line}" for line in seen) or "  (mkdocs gave no details)"
         raise SiteBuildError(f"{exc}\n{details}") from None
@@ -370,11 +364,27 @@ def _build_reporting_warnings(build: Any, cfg: Any) -> None:
         logger.removeHandler(handler)
 
 
+def _build_with_zensical(config_file: Path) -> None:
+    """`zensical build --strict` on the generated config, in a process of its own (it is a command line)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("zensical") is None:
+        raise SiteBuildError("the zensical builder is not installed: pip install zensical")
+    done = subprocess.run([sys.executable, "-m", "zensical", "build", "--strict", "--config-file", str(config_file)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        details = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()
+        raise SiteBuildError("zensical build failed:\n" + "\n".join(f"  {line}" for line in details[-20:]))
+
+
 class UnsafeSiteError(Exception):
     """The built site holds script, an event handler or a dangerous URL; nothing of it may be published."""
 
-    def __init__(self, problems: list[SiteProblem]) -> None:
+    def __init__(self, problems: list[SiteProblem], hint: str | None = None) -> None:
         self.problems = problems
         lines = "\n".join(p.render() for p in problems[:20])
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"the built site is unsafe ({len(problems)} problems):\n{lines}{more}")
+        why = f" ({hint})" if hint else ""
+        super().__init__(f"the built site is unsafe ({len(problems)} problems){why}; nothing was published:\n{lines}{more}")

@@ -36,9 +36,10 @@ URL_SCHEMES = frozenset({"http", "https"})
 DROP_WITH_CONTENT = frozenset({"script", "style", "template", "iframe", "object", "embed", "noscript", "svg", "math"})
 
 
-# Ids and names a page body may carry: heading slugs and pymdownx's tab ids. Anything else could clobber the
-# theme's own elements (`#__config` holds the theme's configuration), so it is dropped.
-_OWN_ID = re.compile(r"^(?:[a-z0-9][a-z0-9_-]{0,120}|__tabbed_\d+(?:_\d+)?)$")
+# Ids and names a page body may carry: heading slugs, pymdownx's tab ids, and the mark where the tags plugin
+# puts its listing (`tags.md:8-30/slug`, on a heading it writes into tags.md itself). Anything else could clobber
+# the theme's own elements (`#__config` holds the theme's configuration), so it is dropped.
+_OWN_ID = re.compile(r"^(?:[a-z0-9][a-z0-9_-]{0,120}|__tabbed_\d+(?:_\d+)?|[a-z0-9_/-]{1,80}\.md:\d+-\d+/slug)$")
 
 
 def _filter(tag: str, attribute: str, value: str) -> str | None:

@@ -122,9 +122,11 @@ def safe_inline(text: str, known: Collection[str] = ()) -> str:
 
 
 def safe_label(text: str) -> str:
-    """One-line text for a link label or a table cell: as safe_inline, and no backtick left to open a code span
-    that would run across the link's target or into the next cell."""
-    return safe_inline(text).replace("`", "&#96;").replace("|", "&#124;")
+    """One-line text for a link label or a table cell, all of it text: no code span (its backticks would open one
+    that runs across the link's target or into the next cell), no link, no markup."""
+    one = " ".join(text.split())
+    return (html.escape(one, quote=False).replace("[", "&#91;").replace("]", "&#93;").replace("{", "&#123;")
+            .replace("`", "&#96;").replace("|", "&#124;"))
 
 
 def fence(text: str, lang: str = "text") -> str:
