@@ -204,3 +204,13 @@ def test_no_dialog_fires_in_a_real_browser(hostile_site: Path):
             page.wait_for_timeout(50)
         browser.close()
     assert dialogs == []
+
+
+@pytest.mark.parametrize("key", ["fence-indented-4", "code-span-across-blank", "fence-backtick-info", "nested-label"])
+def test_link_labels_are_text_whatever_the_builder(key: str):
+    """A title becomes a link label or a table cell as text alone: a code span in it (whose backticks the label
+    must escape) cannot leave its content as live HTML for a builder that runs no sanitizer after Markdown."""
+    from denpex_kb.site.sanitize import safe_label
+
+    label = safe_label("T " + _one_line(PAYLOADS[key]))
+    assert "<" not in label and "`" not in label and "[" not in label and "]" not in label, label
