@@ -107,3 +107,15 @@ def test_zensical_build_of_hostile_text_is_refused(tmp_path: Path):
     with pytest.raises(UnsafeSiteError, match="zensical runs no mkdocs hooks"):
         build_site(load_kb(kb_dir), REPO / "mkdocs.yml", tmp_path / "docs", tmp_path / "site", builder="zensical")
     assert not (tmp_path / "site").exists()  # nothing reached the output directory
+
+
+def test_build_docs_command_says_where_the_config_is(make_kb, tmp_path: Path, capsys):
+    from denpex_kb.cli import main
+
+    code = main(["build-docs", "--kb", str(make_kb()), "--config", str(REPO / "mkdocs.yml"),
+                 "--docs", str(tmp_path / "gen"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert f"with mkdocs (config: {tmp_path / 'gen' / 'mkdocs.yml'})" in err
+    assert (tmp_path / "out" / "entries" / "demo-device-mismatch" / "index.html").is_file()
+    assert not (tmp_path / "gen" / "site").exists()  # built there, then moved to --out
