@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import GOOD_ENTRY, KB, REPO, links
+from conftest import KB, REPO, links
 from denpex_kb.loader import load_kb
 from denpex_kb.site.build import UnsafeSiteError, build_site
 from denpex_kb.site.config import CODES_NAV, write_config
@@ -96,16 +96,10 @@ def test_zensical_builds_the_same_pages_and_links(kb, tmp_path: Path):
 @needs_zensical
 def test_zensical_build_of_hostile_text_is_refused(tmp_path: Path):
     """Zensical runs no mkdocs hooks, so the page sanitizer does not run: the site audit must refuse the result."""
-    from test_site_security import PAYLOADS, hostile_entry
+    from test_site_security import write_hostile_kb
 
-    kb_dir = tmp_path / "kb"
-    kb_dir.mkdir()
-    shutil.copy(REPO / "kb" / "_tags.yaml", kb_dir / "_tags.yaml")
-    (kb_dir / "demo-device-mismatch.yaml").write_text(GOOD_ENTRY, encoding="utf-8")
-    for key, payload in PAYLOADS.items():
-        (kb_dir / f"hostile-{key}.yaml").write_text(hostile_entry(key, payload), encoding="utf-8")
     with pytest.raises(UnsafeSiteError, match="zensical runs no mkdocs hooks"):
-        build_site(load_kb(kb_dir), REPO / "mkdocs.yml", tmp_path / "docs", tmp_path / "site", builder="zensical")
+        build_site(load_kb(write_hostile_kb(tmp_path / "kb")), REPO / "mkdocs.yml", tmp_path / "docs", tmp_path / "site", builder="zensical")
     assert not (tmp_path / "site").exists()  # nothing reached the output directory
 
 

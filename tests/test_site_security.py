@@ -65,16 +65,20 @@ def hostile_entry(key: str, payload: str) -> str:
     return json.dumps(doc)  # JSON is YAML
 
 
-@pytest.fixture(scope="module")
-def hostile_site(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("hostile")
-    kb_dir = root / "kb"
+def write_hostile_kb(kb_dir: Path) -> Path:
+    """A knowledge base of the reference entry and one entry per payload, every field of it hostile."""
     kb_dir.mkdir()
     shutil.copy(REPO / "kb" / "_tags.yaml", kb_dir / "_tags.yaml")
     (kb_dir / "demo-device-mismatch.yaml").write_text(GOOD_ENTRY, encoding="utf-8")
     for key, payload in PAYLOADS.items():
         (kb_dir / f"hostile-{key}.yaml").write_text(hostile_entry(key, payload), encoding="utf-8")
-    kb = load_kb(kb_dir)
+    return kb_dir
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    kb = load_kb(write_hostile_kb(root / "kb"))
     errors = [p.render() for p in kb.problems if p.severity.value == "error"]
     assert not errors, errors
     assert len(kb.entries) == len(PAYLOADS) + 1
