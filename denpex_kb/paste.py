@@ -49,6 +49,16 @@ NORMALIZERS: tuple[Normalizer, ...] = (
         "zero-width spaces and joiners, and stray byte-order marks, that web pages and chat clients insert",
     ),
     Normalizer(
+        "fullwidth-ascii",
+        # U+FF01-U+FF5E are the full-width forms of ASCII `!` to `~`, each 0xFEE0 above it; an input method for
+        # Chinese, Japanese or Korean types the colon, comma and brackets of a retyped or translated message this way.
+        # A full-width colon or comma carries its own spacing, so the space the message had after it is gone:
+        # one is put back (whitespace runs are collapsed later).
+        re.compile("[\uff01-\uff5e]"),
+        lambda m: chr(ord(m.group()) - 0xFEE0) + (" " if m.group() in "\uff1a\uff0c" else ""),
+        "full-width punctuation and letters (`RuntimeError\uff1a`) that an East Asian input method types for ASCII",
+    ),
+    Normalizer(
         "quote-marker",
         # `> text`, nested `> > text`; also the `>>> ` of a pasted REPL session.
         re.compile(r"^[ \t]*(?:>[ \t]?)+"),

@@ -59,6 +59,9 @@ UNITS = [
     ("markdown-emphasis", "CUDA error: an **illegal memory access** was", "CUDA error: an illegal memory access was"),
     ("markdown-emphasis", "__RuntimeError: boom__", "RuntimeError: boom"),
     ("markdown-emphasis", "**RuntimeError: boom", "RuntimeError: boom"),
+    ("fullwidth-ascii", "KeyError\uff1a\uff07RANK\uff07", "KeyError: 'RANK'"),
+    ("fullwidth-ascii", "CUDA out of memory\uff0e Tried to allocate 20\uff0e00 MiB\uff08GPU 0\uff09",
+     "CUDA out of memory. Tried to allocate 20.00 MiB(GPU 0)"),
     ("smart-quotes", "KeyError: \u2018RANK\u2019", "KeyError: 'RANK'"),
     ("smart-quotes", "could not select device driver \u201c\u201d with", 'could not select device driver "" with'),
     ("ellipsis", "CUDA error: an illegal memory access was\u2026", "CUDA error: an illegal memory access was"),
@@ -83,6 +86,7 @@ UNTOUCHED = [
     "ImportError: version `GLIBCXX_3.4.29' not found",
     "x = a - b",
     "Loading checkpoint shards...",
+    "\u8bad\u7ec3\u5931\u8d25\u3002RuntimeError: boom",  # CJK text and its own full stop (U+3002) stay
 ]
 
 
@@ -102,6 +106,8 @@ NORMALIZED_CASES = [
     (BF16.replace("'", "\u2019"), "bf16-unsupported"),
     (BF16.replace("'", "\\'"), "bf16-unsupported"),
     ("KeyError: \u2018RANK\u2019", "distributed-env-missing"),
+    ("KeyError\uff1a\uff07RANK\uff07", "distributed-env-missing"),
+    ("RuntimeError\uff1aCUDA out of memory\uff0e Tried to allocate 20\uff0e00 MiB", "cuda-out-of-memory"),
     (
         "terminate called after throwing an instance of 'gloo::IoException' what(): [/pytorch/third_party/gloo/gloo/"
         "transport/tcp/[pair.cc:589](http://pair.cc:589/)] connect [127.0.0.1]:45695: Connection refused",

@@ -41,6 +41,10 @@
         return function () { return groupsOf(arguments).text || ""; };
       case "markdown-emphasis":
         return function () { var g = groupsOf(arguments); return g.text || g.text2 || ""; };
+      case "fullwidth-ascii":
+        return function (m) {
+          return String.fromCharCode(m.charCodeAt(0) - 0xFEE0) + (m === "\uff1a" || m === "\uff0c" ? " " : "");
+        };
       case "smart-quotes":
         return function (m) { return "\u2018\u2019\u201a\u201b\u2032".indexOf(m) >= 0 ? "'" : '"'; };
       case "ellipsis":
