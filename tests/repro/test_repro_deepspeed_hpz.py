@@ -1,4 +1,4 @@
-"""Reproductions for entries widened by helper m2, run for real on CPU (gloo) and checked against denpex_kb.scan.
+"""Reproductions for two DeepSpeed entries, run for real on CPU (gloo) and checked against denpex_kb.scan.
 
 ZeRO++ small-parameter partitioning: the failure exists in DeepSpeed 0.13.5-0.19.4 only. With the DeepSpeed the test
 interpreter imports (0.19.5+ in CI) the test asserts that the same script now initializes; set DENPEX_DS_OLD_PATH to a
