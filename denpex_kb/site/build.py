@@ -101,7 +101,9 @@ hide:
 # Match an error
 
 Paste an error line, a traceback or a whole log excerpt. The box runs the same prefix stripping, signatures and
-ranking as `denpex-kb match`, in this page: nothing you paste is sent anywhere.
+ranking as `denpex-kb match`, in this page: nothing you paste is sent anywhere. When no signature matches, it
+compares the lines with the wordings each entry knows, as `match` does, and marks such an answer *fuzzy* with
+the wording it is close to; a bare exception class is marked *evidence only*.
 
 {PASTE_BOX}
 
