@@ -709,8 +709,10 @@
       found += 1;
     });
     if (found) return;
+    var seen = new Map();
     rawLines.forEach(function (raw, i) {
-      var entries = self.evidenceFor(raw);
+      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw);
+      seen.set(raw, entries);
       if (entries === null) return;
       var text = engine.stripPrefixes(raw).text;
       entries.forEach(function (k, rank) {
