@@ -225,3 +225,18 @@ class FuzzyIndex:
         if exc is None or text != exc:
             return None
         return self.evidence.get(exc)
+
+
+def export_tables(data: dict[str, Any]) -> dict[str, Any]:
+    """What a reimplementation of this tier needs beyond `data` (a compiled fuzzy index) to score as `FuzzyIndex`
+    does: the rarity weight of a word by how many known wordings hold it, the weight of an unseen word, and the
+    tier's constants. The weights are exported as computed here, so another language's logarithm cannot differ
+    from this one's in the last bit. Reads only; matching is not changed by it."""
+    fz = FuzzyIndex(data)
+    by_count = {str(len(ids)): fz._idf[word] for word, ids in fz._postings.items()}
+    return {
+        "idf_by_count": by_count, "unseen": fz._unseen, "common": fz._common,
+        "threshold": THRESHOLD, "margin": MARGIN, "cut_off_start": _CUT_OFF_START, "query_words": _QUERY_WORDS,
+        "candidates": _CANDIDATES, "min_words": _MIN_WORDS, "level_reach": _LEVEL_REACH,
+        "kept": sorted(_KEPT), "function_words": sorted(_FUNCTION_WORDS),
+    }

@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from conftest import KB, REPO, links
 from denpex_kb.loader import load_kb
-from denpex_kb.site.build import UnsafeSiteError, build_site
+from denpex_kb.site.build import build_site
 from denpex_kb.site.config import CODES_NAV, write_config
 
 needs_zensical = pytest.mark.skipif(importlib.util.find_spec("zensical") is None, reason="zensical is not installed")
@@ -93,14 +93,77 @@ def test_zensical_builds_the_same_pages_and_links(kb, tmp_path: Path):
         assert re.search(r'<script src="[^"]*assets/dkb\.js"', (root / "match" / "index.html").read_text(encoding="utf-8"))
 
 
-@needs_zensical
-def test_zensical_build_of_hostile_text_is_refused(tmp_path: Path):
-    """Zensical runs no mkdocs hooks, so the page sanitizer does not run: the site audit must refuse the result."""
-    from test_site_security import write_hostile_kb
+def _live_payloads(site: Path) -> list[str]:
+    from test_site_security import _Live
 
-    with pytest.raises(UnsafeSiteError, match="zensical runs no mkdocs hooks"):
-        build_site(load_kb(write_hostile_kb(tmp_path / "kb")), REPO / "mkdocs.yml", tmp_path / "docs", tmp_path / "site", builder="zensical")
-    assert not (tmp_path / "site").exists()  # nothing reached the output directory
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        parser = _Live()
+        parser.feed(page.read_text(encoding="utf-8"))
+        found += [f"{page.relative_to(site)}: {f}" for f in parser.found]
+    return found
+
+
+@needs_zensical
+def test_zensical_build_of_hostile_text_is_safe(tmp_path: Path):
+    """Zensical runs no mkdocs hooks; the sanitizer that build_site runs after the build cleans its pages, so a
+    hostile knowledge base builds, passes the site audit (build_site raises otherwise), and holds no live payload."""
+    from test_site_security import PAYLOADS, write_hostile_kb
+
+    site = tmp_path / "site"
+    build_site(load_kb(write_hostile_kb(tmp_path / "kb")), REPO / "mkdocs.yml", tmp_path / "docs", site, builder="zensical")
+    assert {f"entries/hostile-{key}/index.html" for key in PAYLOADS} <= _pages(site)
+    assert _live_payloads(site) == []
+    page = (site / "entries" / "hostile-meta-break-out" / "index.html").read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in _article(site / "entries" / "hostile-meta-break-out" / "index.html")
+    assert "dkb-body:" not in page  # the marks are gone once the body is cleaned
+
+
+def test_without_the_page_hook_the_post_build_sanitizer_alone_makes_the_site_safe(monkeypatch, tmp_path: Path):
+    """The builder-independent path, with mkdocs: the generated config's hooks lose the one that cleans each page
+    body (as under Zensical, which runs no hooks), so only the sanitizer that build_site runs after the build
+    stands between the payloads and the page."""
+    from test_site_security import PAYLOADS, write_hostile_kb
+
+    import denpex_kb.site.build as build_module
+
+    written = build_module.write_config
+    hooks = tmp_path / "hooks_without_cleaning.py"
+    hooks.write_text("from denpex_kb.site.hooks import on_post_build, on_template_context  # no on_page_content\n",
+                     encoding="utf-8")
+
+    def without_page_hook(*args, **kwargs):
+        path = written(*args, **kwargs)
+        yaml = YAML(typ="safe", pure=True)
+        cfg = yaml.load(path.read_text(encoding="utf-8"))
+        assert len(cfg["hooks"]) == 1 and cfg["hooks"][0].endswith("hooks.py")
+        cfg["hooks"] = [str(hooks)]
+        with path.open("w", encoding="utf-8") as fh:
+            yaml.dump(cfg, fh)
+        return path
+
+    monkeypatch.setattr(build_module, "write_config", without_page_hook)
+    site = tmp_path / "site"
+    build_site(load_kb(write_hostile_kb(tmp_path / "kb")), REPO / "mkdocs.yml", tmp_path / "docs", site)
+    assert str(hooks) in (tmp_path / "docs" / "mkdocs.yml").read_text(encoding="utf-8")
+    assert {f"entries/hostile-{key}/index.html" for key in PAYLOADS} <= _pages(site)
+    assert _live_payloads(site) == []
+
+
+def test_post_build_sanitizer_marks_cannot_be_forged():
+    from denpex_kb.site.clean import UnmarkedBody, _marks, clean_page
+
+    mark = "0123456789abcdef0123456789abcdef"
+    start, end = _marks(mark)
+    forged_end = "<!--/dkb-body:guess-->"
+    page = f"<html><body>{start}<p>ok</p>{forged_end}<img src=x onerror=alert(1)>{end}<script src=t.js></script></body></html>"
+    cleaned, bodies = clean_page(page, mark)
+    assert bodies == 1
+    assert "onerror" not in cleaned and "guess" not in cleaned and "<p>ok</p>" in cleaned
+    assert cleaned.endswith("<script src=t.js></script></body></html>")  # outside the body: the theme's, untouched
+    for broken in (f"{start}<p>a</p>", f"<p>a</p>{end}", f"{start}{start}x{end}", f"{end}{start}x{end}"):
+        with pytest.raises(UnmarkedBody):
+            clean_page(broken, mark)
 
 
 def test_build_docs_command_says_where_the_config_is(make_kb, tmp_path: Path, capsys):

@@ -11,12 +11,14 @@ from packaging.version import Version
 from ..loader import KnowledgeBase
 from ..model import PHASE_INFO, Entry, Phase
 from ..normalize import strip_prefixes
+from . import clean
 from .audit import SiteProblem, audit_site
 from .config import BUILDERS, CONFIG_NAME, PAGES_DIR, SITE_DIR, write_config
 from .export import ASSET as MATCH_ASSET
 from .export import match_index_json
 from .render import REPO_URL, phase_title, to_markdown
 from .sanitize import safe_inline, safe_label
+from .search import weigh_site
 
 # Until the package is on an index, the home page's install line installs from the repository.
 INSTALL = f"pip install git+{REPO_URL}"
@@ -99,7 +101,9 @@ hide:
 # Match an error
 
 Paste an error line, a traceback or a whole log excerpt. The box runs the same prefix stripping, signatures and
-ranking as `denpex-kb match`, in this page: nothing you paste is sent anywhere.
+ranking as `denpex-kb match`, in this page: nothing you paste is sent anywhere. When no signature matches, it
+compares the lines with the wordings each entry knows, as `match` does, and marks such an answer *fuzzy* with
+the wording it is close to; a bare exception class is marked *evidence only*.
 
 {PASTE_BOX}
 
@@ -315,16 +319,25 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path, *, 
         shutil.rmtree(docs)  # generated as a whole, never edited
     pages, built = docs / PAGES_DIR, docs / SITE_DIR
     write_docs(kb, pages)
-    generated = write_config(kb, config_file, pages, built, docs / CONFIG_NAME)
+    mark = clean.new_mark()
+    generated = write_config(kb, config_file, pages, built, docs / CONFIG_NAME, mark)
     if builder == "mkdocs":
         _build_reporting_warnings(generated)
     else:
         _build_with_zensical(generated)
+    # Zensical runs no mkdocs hooks: the page sanitizer and the search weights run here, after either builder
+    # (for mkdocs a second time, which changes nothing the hook already cleaned).
+    try:
+        bodies = clean.clean_site(built, mark)
+    except clean.UnmarkedBody as exc:
+        raise UnsafeSiteError([SiteProblem(str(exc).split(":", 1)[0], 0, str(exc))]) from None
+    if bodies < len(kb.entries):
+        raise UnsafeSiteError([SiteProblem(".", 0, f"only {bodies} page bodies were marked for the sanitizer; "
+                                                   f"the theme's partials/content.html override did not apply")])
+    weigh_site(built)
     problems = audit_site(built)
     if problems:
-        # Zensical does not run mkdocs hooks, so the allow-list sanitizer (hooks.py) never saw its pages.
-        hint = "zensical runs no mkdocs hooks, so the page sanitizer did not run" if builder == "zensical" else None
-        raise UnsafeSiteError(problems, hint)
+        raise UnsafeSiteError(problems)
     if site.resolve() != built.resolve():
         if site.exists():
             shutil.rmtree(site)

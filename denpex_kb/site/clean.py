@@ -9,7 +9,9 @@ relative, and every other element, attribute and URL scheme is dropped.
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import nh3
 
@@ -61,3 +63,85 @@ def clean_html(fragment: str) -> str:
         link_rel="noopener nofollow",
         strip_comments=True,
     )
+
+
+# --- After the build, whichever builder ran -------------------------------------------------------------------
+#
+# mkdocs runs the hook (hooks.py) that cleans each page body before the theme sees it; Zensical runs no mkdocs
+# hooks. So every built page is cleaned again after the build, by build_site, for both builders: the theme's
+# partials/content.html (site_overrides) writes the page body between two comment marks carrying a token drawn
+# for this build, and what lies between them goes through `clean_html`. A knowledge base was written before the
+# token existed, so its text cannot forge a mark; a page whose marks do not pair up is refused.
+
+_MARK_FIELD = "dkb_body_mark"
+
+
+def new_mark() -> str:
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+def _marks(mark: str) -> tuple[str, str]:
+    return f"<!--dkb-body:{mark}-->", f"<!--/dkb-body:{mark}-->"
+
+
+class UnmarkedBody(ValueError):
+    """A built page whose body marks do not pair up: its body cannot be told from the theme around it."""
+
+
+def clean_page(text: str, mark: str) -> tuple[str, int]:
+    """`text` (a whole built page) with every marked body cleaned and the marks removed; and how many bodies."""
+    start, end = _marks(mark)
+    out: list[str] = []
+    at = bodies = 0
+    while True:
+        i = text.find(start, at)
+        j = text.find(end, at)
+        if i < 0 and j < 0:
+            break
+        if i < 0 or j < i or text.find(start, i + len(start), j) >= 0:
+            raise UnmarkedBody("a page body's marks do not pair up")
+        out += [text[at:i], clean_html(text[i + len(start):j])]
+        at = j + len(end)
+        bodies += 1
+    out.append(text[at:])
+    return "".join(out), bodies
+
+
+# Where each builder writes its search index, and the list of documents in it.
+SEARCH_INDEXES = ((Path("search") / "search_index.json", "docs"), (Path("search.json"), "items"))
+
+
+def clean_search_index(site: Path) -> int:
+    """The search index's titles and texts are HTML that the search shows as such: they pass the same
+    allow-list. Returns the number of indexes cleaned (mkdocs and Zensical write theirs in different places)."""
+    cleaned = 0
+    for rel, key in SEARCH_INDEXES:
+        path = site / rel
+        if not path.is_file():
+            continue
+        index = json.loads(path.read_text(encoding="utf-8"))
+        for doc in index.get(key, []) if isinstance(index, dict) else []:
+            for field in ("title", "text"):
+                if isinstance(doc.get(field), str):
+                    doc[field] = clean_html(doc[field])
+        path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        cleaned += 1
+    return cleaned
+
+
+def clean_site(site: Path, mark: str) -> int:
+    """Clean every marked page body of a built site, and its search index; returns the number of bodies."""
+    bodies = 0
+    for path in sorted(site.rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            cleaned, n = clean_page(text, mark)
+        except UnmarkedBody as exc:
+            raise UnmarkedBody(f"{path.relative_to(site)}: {exc}") from None
+        if n:
+            path.write_text(cleaned, encoding="utf-8")
+            bodies += n
+    clean_search_index(site)
+    return bodies

@@ -49,9 +49,10 @@ def _plugin(plugins: list[Any], name: str) -> dict[str, Any] | None:
     return None
 
 
-def hub_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, at: Path) -> dict[str, Any]:
+def hub_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, at: Path, mark: str = "") -> dict[str, Any]:
     """The committed config `base` completed for this knowledge base, its paths relative to `at`, the directory
-    the completed config is written to (Zensical takes only paths relative to the config's directory)."""
+    the completed config is written to (Zensical takes only paths relative to the config's directory). `mark`:
+    the token the theme writes around each page body for the post-build sanitizer (site/clean.py)."""
     cfg = YAML(typ="safe", pure=True).load(base.read_text(encoding="utf-8"))
     if not isinstance(cfg, dict):
         raise ValueError(f"{base}: not a mkdocs config (a {type(cfg).__name__})")
@@ -67,6 +68,9 @@ def hub_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, at: Path)
         theme["custom_dir"] = rel(here / theme["custom_dir"])
     if cfg.get("hooks"):
         cfg["hooks"] = [rel(here / h) for h in cfg["hooks"]]
+    if mark:
+        extra = cfg.get("extra")
+        cfg["extra"] = {**(extra if isinstance(extra, dict) else {}), "dkb_body_mark": mark}
     nav = cfg.get("nav")
     if isinstance(nav, list) and CODES_NAV not in nav:
         nav.append(dict(CODES_NAV))
@@ -81,12 +85,12 @@ def hub_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, at: Path)
     return cfg
 
 
-def write_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, out: Path) -> Path:
+def write_config(kb: KnowledgeBase, base: Path, pages: Path, site: Path, out: Path, mark: str = "") -> Path:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     yaml.width = 4096  # long regexes (the search separator) stay on one line
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as fh:
         fh.write(HEADER.format(base=base.name))
-        yaml.dump(hub_config(kb, base, pages, site, out.parent), fh)
+        yaml.dump(hub_config(kb, base, pages, site, out.parent, mark), fh)
     return out

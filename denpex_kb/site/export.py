@@ -20,7 +20,9 @@ import json
 import re
 from typing import Any
 
-from .. import matcher, normalize, paste
+from .. import fuzzy, masks, matcher, normalize, paste
+from ..bundle import SignatureRow
+from ..compiler import compile_fuzzy
 from ..loader import KnowledgeBase
 
 ASSET = "assets/dkb-match-index.json"
@@ -120,6 +122,22 @@ def re2_to_js(pattern: str) -> str:
     return "".join(out)
 
 
+# The characters str.isspace() and Python's `\s` take, as a class body.
+def _ranges(codes: list[int]) -> str:
+    out, i = [], 0
+    while i < len(codes):
+        j = i
+        while j + 1 < len(codes) and codes[j + 1] == codes[j] + 1:
+            j += 1
+        out.append(f"\\u{codes[i]:04x}" + (f"-\\u{codes[j]:04x}" if j > i else ""))
+        i = j + 1
+    return "".join(out)
+
+
+_PYWS = _ranges([c for c in range(0x10000) if chr(c).isspace()])
+_UWORD = "[\\p{L}\\p{N}_]"
+
+
 def py_to_js_unicode(pattern: str) -> str:
     """A Python `re` pattern (str, Unicode classes) as a JavaScript RegExp source for the `u` flag."""
     out: list[str] = []
@@ -143,6 +161,14 @@ def py_to_js_unicode(pattern: str) -> str:
                 out.append("^")
             elif d == "Z":
                 out.append("$")
+            elif d in "sS":  # Python's whitespace (str.isspace), not JavaScript's
+                if d == "S" and in_class:
+                    raise Untranslatable("\\S in a class")
+                out.append(_PYWS if in_class else f"[{'^' if d == 'S' else ''}{_PYWS}]")
+            elif d == "b":  # Python's word boundary is between Unicode word characters; JavaScript's is ASCII
+                out.append(f"(?:(?<={_UWORD})(?!{_UWORD})|(?<!{_UWORD})(?={_UWORD}))")
+            elif d == "B":
+                out.append(f"(?:(?<={_UWORD})(?={_UWORD})|(?<!{_UWORD})(?!{_UWORD}))")
             elif d.isalnum() or (d in "\\^$.|?*+()[]{}/-" and (in_class or d != "-")):
                 out.append(c + d)
             else:
@@ -177,10 +203,35 @@ def py_to_js_unicode(pattern: str) -> str:
     return "".join(out)
 
 
-def _py_regex(compiled: re.Pattern[str]) -> str:
-    if compiled.flags & (re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE):
+def _py_regex(compiled: re.Pattern[str], *, ignore_case: bool = False) -> str:
+    refused = re.MULTILINE | re.DOTALL | re.VERBOSE | (0 if ignore_case else re.IGNORECASE)
+    if compiled.flags & refused:
         raise Untranslatable("flags")
     return py_to_js_unicode(compiled.pattern)
+
+
+_ROLES = ("initiating", "collateral")
+
+
+def fuzzy_index(kb: KnowledgeBase) -> dict[str, Any]:
+    """What the page needs to run the fuzzy and exception-evidence tiers (denpex_kb/fuzzy.py) as `match` does:
+    the known wordings' skeletons, the evidence classes, the rarity weights, and the patterns that make a
+    skeleton, rewritten for JavaScript."""
+    data = compile_fuzzy(kb)
+    tables = fuzzy.export_tables(data)
+    return {
+        **tables,
+        "roles": list(_ROLES),
+        # entry position, role, skeleton: the origin is not shown by the page
+        "known": [[row[0], _ROLES.index(row[1]), row[3]] for row in data["known"]],
+        "evidence": data["evidence"],
+        "masks": _py_regex(masks._combined()),
+        "words": _py_regex(fuzzy._WORDS),
+        "frame": _py_regex(fuzzy._FRAME),
+        "info": _py_regex(fuzzy._INFO, ignore_case=True),
+        "exception": _py_regex(normalize._EXCEPTION),
+        "fuzzy_top": matcher._FUZZY_TOP, "evidence_score": matcher._EVIDENCE_SCORE,
+    }
 
 
 def match_index(index: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
@@ -196,13 +247,13 @@ def match_index(index: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
     signatures = []
     skipped = []
     for s in index["signatures"]:
-        entry_idx, number, pattern, anchors, specificity, role, _stream, keys = s[:8]
+        row = SignatureRow(*s)  # by name: a field added to the row must not shift the ones read here
         try:
-            js = re2_to_js(pattern)
+            js = re2_to_js(row.pattern)
         except (Untranslatable, ValueError) as exc:
-            skipped.append({"entry": index["entries"][entry_idx]["id"], "number": number, "why": str(exc)})
+            skipped.append({"entry": index["entries"][row.entry]["id"], "number": row.number, "why": str(exc)})
             continue
-        signatures.append([entry_idx, js, anchors, specificity, role, keys])
+        signatures.append([row.entry, js, row.anchors, row.specificity, row.role, row.keys])
     return {
         "format": FORMAT,
         "digest": index.get("digest"),
@@ -223,8 +274,9 @@ def match_index(index: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
         "matcher": {
             "min_score": matcher.MIN_SCORE, "wrap_penalty": matcher._WRAP_PENALTY,
             "soft_wrap_penalty": matcher._SOFT_WRAP_PENALTY, "case_penalty": matcher._CASE_PENALTY,
-            "max_block_lines": matcher.MAX_BLOCK_LINES,
+            "max_block_lines": matcher.MAX_BLOCK_LINES, "tiers": list(matcher.TIERS),
         },
+        "fuzzy": fuzzy_index(kb),
     }
 
 

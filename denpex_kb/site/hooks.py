@@ -1,6 +1,10 @@
 """mkdocs hooks of the failure hub (named in mkdocs.yml): every page body passes the allow-list sanitizer, the
 404 page finds the site's assets from any path it is served at, and the search index is weighted for pasted
-error lines."""
+error lines.
+
+`build-docs` does not rely on the first and last of these: Zensical runs no hooks, so build_site cleans every
+built page body and weighs the search index after the build, for either builder (clean.clean_site). They stay
+for a plain `mkdocs build`/`mkdocs serve` of a generated config."""
 
 from __future__ import annotations
 

@@ -106,6 +106,8 @@
     this._lowWords = null;
     this._stamp = 0;
     this.alwaysAny = this.always.size ? new RegExp(Array.from(this.always.keys()).map(escapeRegex).join("|")) : null;
+    this.tierOrder = new Map((cfg.tiers || ["exact", "normalized"]).map(function (t, n) { return [t, n]; }));
+    this.fuzzy = data.fuzzy ? new Fuzzy(this, data.fuzzy) : null;
   }
 
   Engine.prototype.lastSegment = function (raw) {
@@ -316,10 +318,22 @@
       this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
     }
     if (!found.size) this._normalizedPass(rawLines, lines, consider, found);
+    if (!found.size && this.fuzzy) {
+      // Only when no signature matched: a line close to a known wording, then a bare exception class. Their
+      // scores (fuzzy 1-24, evidence 1-10) stay below every signature hit's, and their tiers rank after.
+      this.fuzzy.pass(rawLines, function (e, lineText, number, tier, score, signature, role) {
+        var current = found.get(e.id);
+        if (current && !(score > current.score || (score === current.score && 0 > current.specificity))) return;
+        found.set(e.id, { id: e.id, title: e.title, phase: e.phase, severity: e.severity, score: score, role: role,
+                          signature: signature, text: lineText, fix: e.fix, specificity: 0, line_number: number,
+                          retry: e.retry, blame: e.blame, tier: tier });
+      });
+    }
+    var order = this.tierOrder;
     var ranked = Array.from(found.values());
     ranked.sort(function (a, b) {
-      var ka = [a.tier !== "exact" ? 1 : 0, a.role !== "initiating" ? 1 : 0, -a.score, -a.specificity];
-      var kb = [b.tier !== "exact" ? 1 : 0, b.role !== "initiating" ? 1 : 0, -b.score, -b.specificity];
+      var ka = [order.get(a.tier), a.role !== "initiating" ? 1 : 0, -a.score, -a.specificity];
+      var kb = [order.get(b.tier), b.role !== "initiating" ? 1 : 0, -b.score, -b.specificity];
       for (var k = 0; k < ka.length; k++) if (ka[k] !== kb[k]) return ka[k] - kb[k];
       return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
     });
@@ -354,8 +368,367 @@
     }
   };
 
+
+  // --- The fuzzy and exception-evidence tiers: denpex_kb/fuzzy.py and matcher._fuzzy_pass ----------------------
+  //
+  // Strings are compared as Python compares them, by code point (not by UTF-16 unit). The scorer is rapidfuzz's
+  // partial_ratio_alignment (rapidfuzz-cpp fuzz_impl.hpp): the same windows, visited in the same order, so that
+  // the same alignment wins a tie. Its similarity is the Indel normalized similarity, 1 - (n1 + n2 - 2 LCS) /
+  // (n1 + n2), with the LCS counted by Hyyro's bit-parallel algorithm over 32-bit words.
+
+  function codePoints(s) {
+    var out = [];
+    for (var i = 0; i < s.length; i++) {
+      var c = s.charCodeAt(i);
+      if (c >= 0xd800 && c < 0xdc00 && i + 1 < s.length) {
+        var d = s.charCodeAt(i + 1);
+        if (d >= 0xdc00 && d < 0xe000) { out.push(((c - 0xd800) << 10) + (d - 0xdc00) + 0x10000); i++; continue; }
+      }
+      out.push(c);
+    }
+    return out;
+  }
+
+  function fromCodePoints(cps, start, end) {
+    var out = "";
+    for (var i = start; i < end; i += 4096) out += String.fromCodePoint.apply(null, cps.slice(i, Math.min(end, i + 4096)));
+    return out;
+  }
+
+  function Pattern(s1) { // the bit masks of each code point of s1 (rapidfuzz's PatternMatchVector)
+    var words = Math.ceil(s1.length / 32) || 1;
+    var map = new Map();
+    for (var i = 0; i < s1.length; i++) {
+      var m = map.get(s1[i]);
+      if (!m) map.set(s1[i], m = new Int32Array(words));
+      m[i >> 5] |= 1 << (i & 31);
+    }
+    this.len = s1.length;
+    this.words = words;
+    this.map = map;
+    this.S = new Int32Array(words);
+  }
+
+  Pattern.prototype.lcs = function (s2, start, end) {
+    var S = this.S, words = this.words, map = this.map, w;
+    for (w = 0; w < words; w++) S[w] = -1;
+    for (var i = start; i < end; i++) {
+      var M = map.get(s2[i]);
+      if (!M) continue;
+      var carry = 0;
+      for (w = 0; w < words; w++) {
+        var s = S[w], u = s & M[w];
+        var x = (s >>> 0) + (u >>> 0) + carry;
+        carry = x > 0xffffffff ? 1 : 0;
+        S[w] = (x >>> 0) | (s & ~u);
+      }
+    }
+    var count = 0;
+    for (w = 0; w < words; w++) {
+      var zeros = ~S[w];
+      var bits = Math.min(32, this.len - 32 * w);
+      if (bits < 32) zeros &= (1 << bits) - 1;
+      zeros = zeros - ((zeros >>> 1) & 0x55555555);
+      zeros = (zeros & 0x33333333) + ((zeros >>> 2) & 0x33333333);
+      count += (((zeros + (zeros >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24;
+    }
+    return count;
+  };
+
+  Pattern.prototype.distance = function (s2, start, end) { // Indel distance of s1 and s2[start:end]
+    return this.len + (end - start) - 2 * this.lcs(s2, start, end);
+  };
+
+  // rapidfuzz's CachedIndel.normalized_similarity(s2, cutoff) * 100, with its cutoff arithmetic.
+  function similarity(dist, maximum, cutoffPct) {
+    var cutoff = cutoffPct / 100;
+    var normCutoff = Math.min(1.0, 1.0 - cutoff + 0.00001);
+    var cutoffDist = Math.ceil(maximum * normCutoff);
+    var d = dist <= cutoffDist ? dist : cutoffDist + 1;
+    var normDist = maximum ? d / maximum : 0.0;
+    if (!(normDist <= normCutoff)) normDist = 1.0;
+    var normSim = 1.0 - normDist;
+    return (normSim >= cutoff ? normSim : 0.0) * 100;
+  }
+
+  function partialRatioImpl(s1, s2, scoreCutoff) { // fuzz_detail::partial_ratio_impl, len(s1) <= len(s2)
+    var len1 = s1.length, len2 = s2.length, pm = new Pattern(s1);
+    var res = { score: 0, src_start: 0, src_end: len1, dest_start: 0, dest_end: len1 };
+    if (len2 > len1) {
+      var maximum = len1 * 2;
+      var cutoffDist = Math.ceil(maximum * Math.min(1.0, 1.0 - scoreCutoff / 100 + 0.00001));
+      var best = Infinity, NONE = -1;
+      var scores = new Array(len2 - len1).fill(NONE);
+      var windows = [[0, len2 - len1 - 1]], next = [];
+      while (windows.length) {
+        for (var k = 0; k < windows.length; k++) {
+          var a = windows[k][0], b = windows[k][1];
+          if (scores[a] === NONE) {
+            scores[a] = pm.distance(s2, a, a + len1);
+            if (scores[a] < cutoffDist) {
+              cutoffDist = best = scores[a];
+              res.dest_start = a; res.dest_end = a + len1;
+              if (best === 0) { res.score = 100; return res; }
+            }
+          }
+          if (scores[b] === NONE) {
+            scores[b] = pm.distance(s2, b, b + len1);
+            if (scores[b] < cutoffDist) {
+              cutoffDist = best = scores[b];
+              res.dest_start = b; res.dest_end = b + len1;
+              if (best === 0) { res.score = 100; return res; }
+            }
+          }
+          var cellDiff = b - a;
+          if (cellDiff === 1) continue;
+          var knownEdits = Math.abs(scores[a] - scores[b]);
+          var improvement = Math.floor((cellDiff - Math.floor(knownEdits / 2)) / 2) * 2;
+          if (Math.min(scores[a], scores[b]) - improvement < cutoffDist) {
+            var center = Math.floor(cellDiff / 2);
+            next.push([a, a + center], [a + center, b]);
+          }
+        }
+        windows = next;
+        next = [];
+      }
+      var score = (1.0 - best / maximum) * 100;
+      if (score >= scoreCutoff) scoreCutoff = res.score = score;
+    }
+    var i, ls;
+    for (i = 1; i < len1; i++) {
+      if (!pm.map.has(s2[i - 1])) continue;
+      ls = similarity(pm.distance(s2, 0, i), len1 + i, scoreCutoff);
+      if (ls > res.score) {
+        scoreCutoff = res.score = ls;
+        res.dest_start = 0; res.dest_end = i;
+        if (res.score === 100) return res;
+      }
+    }
+    for (i = len2 - len1; i < len2; i++) {
+      if (!pm.map.has(s2[i])) continue;
+      ls = similarity(pm.distance(s2, i, len2), len1 + len2 - i, scoreCutoff);
+      if (ls > res.score) {
+        scoreCutoff = res.score = ls;
+        res.dest_start = i; res.dest_end = len2;
+        if (res.score === 100) return res;
+      }
+    }
+    return res;
+  }
+
+  function swapped(r) {
+    return { score: r.score, src_start: r.dest_start, src_end: r.dest_end, dest_start: r.src_start, dest_end: r.src_end };
+  }
+
+  // rapidfuzz.fuzz.partial_ratio_alignment(s1, s2) on arrays of code points.
+  function partialRatioAlignment(s1, s2) {
+    var len1 = s1.length, len2 = s2.length;
+    if (len1 > len2) return swapped(partialRatioAlignment(s2, s1));
+    if (!len1 || !len2) return { score: len1 === len2 ? 100 : 0, src_start: 0, src_end: len1, dest_start: 0, dest_end: len1 };
+    var res = partialRatioImpl(s1, s2, 0);
+    if (res.score !== 100 && len1 === len2) {
+      var res2 = partialRatioImpl(s2, s1, Math.max(0, res.score));
+      if (res2.score > res.score) return swapped(res2);
+    }
+    return res;
+  }
+
+  function pyRound(x) { // Python's round(): halves to even
+    var f = Math.floor(x), diff = x - f;
+    if (diff > 0.5) return f + 1;
+    if (diff < 0.5) return f;
+    return f % 2 === 0 ? f : f + 1;
+  }
+
+  function Fuzzy(engine, data) {
+    var self = this;
+    this.engine = engine;
+    this.data = data;
+    this.maskRe = new RegExp(data.masks, "gu");
+    this.wordsRe = new RegExp(data.words, "gu");
+    this.frameRe = new RegExp(data.frame, "u");
+    this.infoRe = new RegExp(data.info, "iu");
+    this.exceptionRe = new RegExp(data.exception, "u");
+    this.kept = new Set(data.kept);
+    this.functionWords = new Set(data.function_words);
+    this.known = data.known.map(function (row) {
+      return { entry: row[0], role: data.roles[row[1]], text: row[2], cps: null };
+    });
+    this.evidence = new Map(Object.keys(data.evidence).map(function (k) { return [k, data.evidence[k]]; }));
+    var postings = new Map();
+    this.words = this.known.map(function (known, k) {
+      var words = self.contentWords(known.text);
+      new Set(words).forEach(function (w) {
+        var ids = postings.get(w);
+        if (!ids) postings.set(w, ids = []);
+        ids.push(k);
+      });
+      return words;
+    });
+    this.postings = postings;
+    this.idf = new Map();
+    postings.forEach(function (ids, w) { self.idf.set(w, data.idf_by_count[String(ids.length)]); });
+  }
+
+  Fuzzy.prototype.contentWords = function (sk) {
+    var out = [], re = this.wordsRe, m;
+    re.lastIndex = 0;
+    while ((m = re.exec(sk)) !== null) if (!this.functionWords.has(m[0])) out.push(m[0]);
+    return out;
+  };
+
+  Fuzzy.prototype.mask = function (text) { // fuzzy._mask
+    var kept = this.kept;
+    this.maskRe.lastIndex = 0;
+    return text.replace(this.maskRe, function () {
+      var m = arguments[0], groups = arguments[arguments.length - 1];
+      if (kept.has(m.toLowerCase())) return m;
+      for (var name in groups) if (groups[name] !== undefined) return "{" + name + "}";
+      return "{num}";
+    });
+  };
+
+  Fuzzy.prototype.skeleton = function (raw) { // fuzzy.skeleton
+    var stripped = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text;
+    return pyStrip(this.mask(stripped).replace(PYWS_RUN, " ")).toLowerCase();
+  };
+
+  Fuzzy.prototype.informational = function (raw) { // fuzzy.informational
+    var text = codePoints(this.engine.stripPrefixes(raw).text);
+    return this.infoRe.test(fromCodePoints(text, 0, Math.min(text.length, this.data.level_reach)));
+  };
+
+  Fuzzy.prototype.comparable = function (sk) {
+    return this.contentWords(sk).length >= this.data.min_words && !this.frameRe.test(sk);
+  };
+
+  Fuzzy.prototype.candidates = function (words) { // FuzzyIndex._candidates
+    var self = this, common = this.data.common;
+    var rare = words.filter(function (w) { return self.idf.has(w) && self.postings.get(w).length <= common; });
+    rare.sort(function (a, b) { return self.idf.get(b) - self.idf.get(a); });
+    rare = rare.slice(0, this.data.query_words);
+    var overlap = new Map();
+    rare.forEach(function (w) {
+      var weight = self.idf.get(w);
+      self.postings.get(w).forEach(function (k) { overlap.set(k, (overlap.get(k) || 0) + weight); });
+    });
+    var ks = Array.from(overlap.keys());
+    ks.sort(function (a, b) { return overlap.get(b) - overlap.get(a) || a - b; });
+    return ks.slice(0, this.data.candidates);
+  };
+
+  Fuzzy.prototype.covered = function (words, by) { // FuzzyIndex._covered
+    var weights = new Map(), self = this;
+    words.forEach(function (w) { if (!weights.has(w)) weights.set(w, self.idf.has(w) ? self.idf.get(w) : self.data.unseen); });
+    var total = 0, have = 0;
+    weights.forEach(function (v) { total += v; });
+    weights.forEach(function (v, w) { if (by.has(w)) have += v; });
+    return total ? 100.0 * have / total : 0.0;
+  };
+
+  function classes(words) {
+    var out = new Set();
+    words.forEach(function (w) { if ((/error$|exception$/).test(w) && w.length > 5) out.add(w); });
+    return out;
+  }
+
+  Fuzzy.prototype.score = function (k, sk, skCps) { // FuzzyIndex.score
+    var known = this.known[k];
+    if (known.cps === null) known.cps = codePoints(known.text);
+    var knownIsShorter = known.cps.length <= skCps.length;
+    var shorter = knownIsShorter ? known.cps : skCps, longer = knownIsShorter ? skCps : known.cps;
+    var aligned = partialRatioAlignment(shorter, longer);
+    if (!knownIsShorter && aligned.dest_start > this.data.cut_off_start * known.cps.length) return 0.0;
+    var window = fromCodePoints(longer, aligned.dest_start, aligned.dest_end);
+    var shortWords = knownIsShorter ? this.words[k] : this.contentWords(sk);
+    var windowWords = this.contentWords(window);
+    var kept = this.kept;
+    var keptShort = new Set(shortWords.filter(function (w) { return kept.has(w); }));
+    var keptWindow = new Set(windowWords.filter(function (w) { return kept.has(w); }));
+    if (keptShort.size !== keptWindow.size || Array.from(keptShort).some(function (w) { return !keptWindow.has(w); })) return 0.0;
+    var shortClasses = classes(shortWords), windowClasses = classes(windowWords);
+    if (shortClasses.size && windowClasses.size && !Array.from(shortClasses).some(function (w) { return windowClasses.has(w); })) return 0.0;
+    return Math.min(aligned.score, this.covered(shortWords, new Set(windowWords)), this.covered(windowWords, new Set(shortWords)));
+  };
+
+  // An upper bound of score(k, sk), without aligning: every word the aligned window holds is a substring of the
+  // longer text, so the share of the shorter text's words found in the longer one bounds the first coverage.
+  // (Floating-point sums of fewer positive terms, in the same order, are never larger.)
+  Fuzzy.prototype.bound = function (k, sk, skCps, skWords) {
+    var known = this.known[k];
+    if (known.cps === null) known.cps = codePoints(known.text);
+    var knownIsShorter = known.cps.length <= skCps.length;
+    var shortWords = knownIsShorter ? this.words[k] : skWords, longer = knownIsShorter ? sk : known.text;
+    return this.covered(shortWords, new Set(shortWords.filter(function (w) { return longer.indexOf(w) >= 0; })));
+  };
+
+  Fuzzy.prototype.answer = function (sk) { // FuzzyIndex.answer
+    var self = this, skCps = codePoints(sk), seen = new Set(), skWords = this.contentWords(sk);
+    var words = skWords.filter(function (w) { return seen.has(w) ? false : seen.add(w); });
+    // A candidate that cannot reach threshold - margin can be neither the answer nor a runner-up that denies it:
+    // it is left unscored, which changes no answer and spares most of the alignments.
+    var floor = this.data.threshold - this.data.margin, ranked = [];
+    this.candidates(words).forEach(function (k) {
+      if (self.bound(k, sk, skCps, skWords) >= floor) ranked.push([k, self.score(k, sk, skCps)]);
+    });
+    ranked.sort(function (a, b) { return b[1] - a[1] || a[0] - b[0]; });
+    if (!ranked.length || ranked[0][1] < this.data.threshold) return null;
+    var entry = this.known[ranked[0][0]].entry, runnerUp = 0.0;
+    for (var i = 1; i < ranked.length; i++) if (this.known[ranked[i][0]].entry !== entry) { runnerUp = ranked[i][1]; break; }
+    return ranked[0][1] - runnerUp >= this.data.margin ? ranked[0] : null;
+  };
+
+  Fuzzy.prototype.answerRaw = function (raw) { // FuzzyIndex.answer_raw
+    if (this.informational(raw)) return null;
+    var sk = this.skeleton(raw);
+    return this.comparable(sk) ? this.answer(sk) : null;
+  };
+
+  Fuzzy.prototype.exceptionType = function (text) { // normalize.exception_type
+    var m = this.exceptionRe.exec(text);
+    return m ? m.groups.type : null;
+  };
+
+  Fuzzy.prototype.evidenceFor = function (raw) { // FuzzyIndex.evidence_for
+    var text = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text.replace(/[ .:]+$/, "");
+    var exc = this.exceptionType(text);
+    if (exc === null || text !== exc) return null;
+    return this.evidence.get(exc) || null;
+  };
+
+  Fuzzy.prototype.fuzzyScore = function (similarity) { // matcher._fuzzy_score
+    var t = this.data.threshold, top = this.data.fuzzy_top, span = Math.max(100.0 - t, 1.0);
+    return Math.max(1, Math.min(top, pyRound(1 + (top - 1) * (similarity - t) / span)));
+  };
+
+  Fuzzy.prototype.pass = function (rawLines, offer) { // matcher._fuzzy_pass
+    var self = this, engine = this.engine, found = 0, memo = new Map();
+    rawLines.forEach(function (raw, i) {
+      var hit = memo.has(raw) ? memo.get(raw) : self.answerRaw(raw);
+      memo.set(raw, hit); // the same line gets the same answer: a repeated line is scored once
+      if (hit === null) return;
+      var known = self.known[hit[0]];
+      offer(engine.entries[known.entry], engine.stripPrefixes(raw).text, i + 1, "fuzzy", self.fuzzyScore(hit[1]),
+            known.text, known.role);
+      found += 1;
+    });
+    if (found) return;
+    var seen = new Map();
+    rawLines.forEach(function (raw, i) {
+      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw);
+      seen.set(raw, entries);
+      if (entries === null) return;
+      var text = engine.stripPrefixes(raw).text;
+      entries.forEach(function (k, rank) {
+        offer(engine.entries[k], text, i + 1, "evidence", self.data.evidence_score - rank, self.exceptionType(text) || "",
+              "initiating");
+      });
+    });
+  };
+
   if (typeof module !== "undefined" && module.exports) { // node, for tests
-    module.exports = { Engine: Engine, splitlines: splitlines };
+    module.exports = { Engine: Engine, splitlines: splitlines, partialRatioAlignment: partialRatioAlignment,
+                       codePoints: codePoints };
     return;
   }
 
@@ -403,6 +776,11 @@
     return fix;
   }
 
+  // What `denpex-kb match` adds after the score for an answer that is not an exact signature hit.
+  var TIER_NOTE = { normalized: ", after undoing pasted-text artifacts", fuzzy: ", fuzzy", evidence: ", evidence only" };
+
+  function cut(text) { return text.length > 300 ? text.slice(0, 299) + "\u2026" : text; }
+
   function render(out, results, ms, lineCount) {
     out.textContent = "";
     if (!results.length) {
@@ -415,7 +793,7 @@
       item.setAttribute("data-entry-id", r.id);
       item.appendChild(titleLine("dkb-paste__title", r));
       var chips = el("p", "dkb-paste__chips");
-      chips.appendChild(el("span", "dkb-chip", "score " + r.score + (r.tier !== "exact" ? " (normalized)" : "")));
+      chips.appendChild(el("span", "dkb-chip dkb-tier-" + r.tier, "score " + r.score + (TIER_NOTE[r.tier] || "")));
       chips.appendChild(el("span", "dkb-chip", r.role));
       if (r.retry) {
         chips.appendChild(el("span", "dkb-chip dkb-retry dkb-retry-" + String(r.retry).replace(/[^a-z]/g, ""), "retry: " + r.retry));
@@ -427,6 +805,19 @@
       where.appendChild(document.createTextNode("line " + r.line_number + ": "));
       where.appendChild(el("code", null, r.text.length > 200 ? r.text.slice(0, 199) + "\u2026" : r.text));
       item.appendChild(where);
+      if (r.tier === "fuzzy") { // as `denpex-kb match` says it: no signature matched, a known wording is this close
+        var close = el("p", "dkb-paste__close");
+        close.appendChild(document.createTextNode("close to: "));
+        close.appendChild(el("code", null, cut(r.signature)));
+        close.appendChild(document.createTextNode(" (no signature matched; a known wording is this close)"));
+        item.appendChild(close);
+      } else if (r.tier === "evidence") {
+        var alone = el("p", "dkb-paste__close");
+        alone.appendChild(document.createTextNode("evidence: "));
+        alone.appendChild(el("code", null, r.signature));
+        alone.appendChild(document.createTextNode(" alone, which this failure raises (the message was cut off?)"));
+        item.appendChild(alone);
+      }
       list.appendChild(item);
     });
     out.appendChild(list);
@@ -478,6 +869,8 @@
       .then(function (loaded) {
         engine = loaded;
         window.denpexMatch = function (text, top) { return engine.match(text, top); };
+        // The fuzzy tier's scorer, for the tests that hold it equal to rapidfuzz's.
+        window.denpexPartialRatio = function (a, b) { return partialRatioAlignment(codePoints(a), codePoints(b)); };
         window.denpexMatchInfo = { signatures: engine.sigs.length, skipped: engine.skipped, broken: engine.broken,
                                    entries: engine.entries.length };
         box.setAttribute("data-ready", "true");
@@ -562,7 +955,9 @@
       var r = found[0];
       var head = titleLine("dkb-search-match__title", r);
       head.insertBefore(document.createTextNode(" "), head.firstChild);
-      head.insertBefore(el("span", "dkb-chip", "matched"), head.firstChild);
+      head.insertBefore(el("span", "dkb-chip dkb-tier-" + r.tier,
+                           r.tier === "fuzzy" ? "close to a known wording" : r.tier === "evidence" ? "exception class only" : "matched"),
+                        head.firstChild);
       slot.setAttribute("data-entry-id", r.id);
       slot.appendChild(head);
       slot.appendChild(fixLine("dkb-search-match__fix", r));
