@@ -291,6 +291,22 @@ def test_browser_paste_box_agrees_with_the_python_matcher(kb, index, browser_pag
 
 
 @pytest.mark.browser
+def test_browser_paste_box_undoes_every_pasted_text_artifact_as_match_does(index, browser_page):
+    """Each normalizer's unit cases and the pastes only the normalized pass reads (tests/test_paste.py): the page's
+    replacements are written out by hand in dkb.js, so each one is held to Python's answer here."""
+    from test_paste import NORMALIZED_CASES, UNITS
+
+    base, page, _requests = browser_page
+    _ready(page, base)
+    texts = [pasted for _name, pasted, _printed in UNITS] + [pasted for pasted, _entry in NORMALIZED_CASES]
+    got = page.evaluate(_PAGE_TOP, texts)
+    expected = [_top(match(text, index=index)) for text in texts]
+    diffs = [f"python {py}, page {js}: {text!r}" for text, js, py in zip(texts, got, expected, strict=True) if js != py]
+    assert not diffs, "\n".join(diffs)
+    assert sum(py is not None and py[1] == "normalized" for py in expected) >= len(NORMALIZED_CASES) - 2
+
+
+@pytest.mark.browser
 def test_browser_paste_box_runs_the_fuzzy_and_evidence_tiers_as_match_does(kb, index, browser_page):
     """Lines no signature matches, that only the fuzzy or the exception-evidence tier names (constructed from
     the examples, see `_perturbed`): the page must give each Python's top answer, tier and score, and say what
