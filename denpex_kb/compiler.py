@@ -261,6 +261,32 @@ def index_from_kb_dir(path: Path, *, strict: bool = True) -> KbIndex:
     return index_from_kb(load_kb(path), strict=strict)
 
 
+def without_broken_files(kb: KnowledgeBase) -> tuple[KnowledgeBase, list[str]]:
+    """The knowledge base without the entry files that have errors (a scaffold from `new` still being filled
+    in, an entry with a typo), and those files' paths: `match --kb` and `scan --kb` answer from the rest. Errors
+    that belong to no entry file (the tag vocabulary, a missing directory) stay, so compiling still refuses them."""
+    from dataclasses import replace
+
+    from .validators import run_checks
+
+    def entry_file(path: str) -> bool:  # loaded, or an entry file that failed to load (`_` files are not entries)
+        return path in loaded_files or (path.endswith(".yaml") and not Path(path).name.startswith("_"))
+
+    loaded_files = {loaded.display for loaded in kb.files.values()}
+    broken = sorted({p.path for p in run_checks(kb) if p.severity is ProblemSeverity.error and entry_file(p.path)})
+    if not broken:
+        return kb, []
+    keep = {i: loaded for i, loaded in kb.files.items() if loaded.display not in broken}
+    rest = replace(
+        kb,
+        files=keep,
+        entries={i: e for i, e in kb.entries.items() if i in keep},
+        tombstones={i: t for i, t in kb.tombstones.items() if i in keep},
+        problems=[p for p in kb.problems if p.path not in broken],
+    )
+    return rest, broken
+
+
 def index_from_kb(kb: KnowledgeBase, *, strict: bool = True) -> KbIndex:
     """Compile a loaded knowledge base (with any packs it was loaded with) in memory.
 

@@ -43,6 +43,7 @@ class KnowledgeBase:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> tag -> description
     problems: list[Problem] = field(default_factory=list)
     packs: dict[str, str] = field(default_factory=dict)  # id -> the installed pack it comes from (none: kb/ itself)
+    read: int = 0  # entry files read, those that failed to load included (`files` holds only the loaded ones)
 
     @property
     def tag_group(self) -> dict[str, str]:
@@ -128,6 +129,7 @@ def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem
 
 def _add_entries(kb: KnowledgeBase, root: Path, paths: Iterable[Path], pack: str | None = None) -> None:
     for path in paths:
+        kb.read += 1
         loaded, problems = load_entry_file(path, root)
         kb.problems.extend(problems)
         if loaded is None:

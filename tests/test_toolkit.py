@@ -95,6 +95,26 @@ def test_scaffold_is_invalid_exactly_at_its_placeholders(make_kb, in_tmp, capsys
     assert format_text(text) == text
 
 
+def test_a_scaffold_being_filled_in_is_counted_by_check_and_left_out_by_match_and_scan(make_kb, in_tmp, capsys) -> None:
+    kb = make_kb()
+    line = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    code, out, err = run(capsys, "new", "--from-text", "RuntimeError: widget exploded at step 12", "--kb", str(kb))
+    assert code == 0, err
+    (scaffold,) = [p for p in kb.glob("*.yaml") if p.name not in ("_tags.yaml", "demo-device-mismatch.yaml")]
+    code, _out, err = run(capsys, "check", "--kb", str(kb), "--no-examples")
+    assert code == 1 and "2 files checked" in err  # the scaffold is read, and counted, although it does not load
+    code, out, err = run(capsys, "match", "--kb", str(kb), line)
+    assert code == 0 and out.startswith("demo-device-mismatch")
+    assert f"{scaffold.name} left out: it has errors" in err
+    log = in_tmp / "job.log"
+    log.write_text(f"step 1\n{line}\n", encoding="utf-8")
+    code, out, err = run(capsys, "scan", "--kb", str(kb), str(log))
+    assert code == 1 and "demo-device-mismatch" in out and f"{scaffold.name} left out" in err
+    (kb / "demo-device-mismatch.yaml").unlink()  # nothing usable is left: a usage error, as before
+    code, _out, err = run(capsys, "match", "--kb", str(kb), line)
+    assert code == 2 and "no entry file without errors" in err
+
+
 def test_new_lists_places_to_fill_and_accepts_phase(make_kb, in_tmp, capsys) -> None:
     kb = make_kb()
     code, out, err = run(capsys, "new", "nccl-test-failure", "--phase", "communication", "--kb", str(kb))

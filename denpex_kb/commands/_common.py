@@ -49,13 +49,22 @@ def load(args: argparse.Namespace, *, packs: bool = False) -> KnowledgeBase:
 def index(args: argparse.Namespace) -> KbIndex:
     """The compiled index: the packaged bundle, or `--kb DIR` compiled in memory."""
     from ..bundle import default_index
-    from ..compiler import index_from_kb_dir
 
     if getattr(args, "kb", None):
-        try:
-            from pathlib import Path
+        import sys
+        from pathlib import Path
 
-            return index_from_kb_dir(Path(args.kb))
+        from ..compiler import index_from_kb, without_broken_files
+        from ..loader import load_kb
+
+        kb, skipped = without_broken_files(load_kb(Path(args.kb)))
+        for path in skipped:
+            print(f"denpex-kb {args.command}: warning: {path} left out: it has errors "
+                  f"(`denpex-kb check --kb {args.kb}` lists them)", file=sys.stderr)
+        if skipped and not kb.entries:
+            raise UsageError(f"--kb {args.kb}: no entry file without errors")
+        try:
+            return index_from_kb(kb)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return default_index()
