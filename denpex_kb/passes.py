@@ -296,8 +296,10 @@ def scan_parallel(path: Path, size: int, collector: LineSink, prefilter: Prefilt
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
+    # On one CPU a single worker still pays: it reads the memory map without the copies of the stream path
+    # (read, join with the carried line, slice), and folds repeats while this process matches what it sent.
     workers = min(_usable_cpus(), 8)
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if "fork" not in multiprocessing.get_all_start_methods():
         return None
     points = _split_points(path, size, max(workers, -(-size // TASK_BYTES)))
     ranges = list(pairwise(points))
