@@ -214,6 +214,7 @@ def range_worker(path: str, start: int, end: int, key: str = "prefilter") -> Hit
             return hits
 
 
+MEMO_RAW_BYTES = 1024  # longer raw lines are not remembered whole: the memo's memory stays small
 _NOTHING = ("", "")  # Folder's mark for a line that would leave no trace in the parent's report
 
 
@@ -237,6 +238,9 @@ class Folder:
         self.events = [ev for fp in index.fingerprints for ev in fp.events]
         # text -> its group; None: sent whole; _NOTHING: a line the parent would do nothing with
         self.memo: dict[str, tuple[str, str] | None] = {}
+        # raw line -> (its group, rank, host): a log repeats whole lines, prefix and all (every step, every rank),
+        # and a repeat then costs one look-up instead of decoding and stripping prefixes again
+        self.raw_memo: dict[bytes, tuple[Any, int | None, str | None]] = {}
 
     def _group(self, text: str) -> tuple[str, str] | None:
         if text not in self.memo:
@@ -256,9 +260,17 @@ class Folder:
 
     def __call__(self, lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         kept: list[tuple[int, bytes]] = []
+        raw_memo = self.raw_memo
         for number, raw in lines:
-            line = strip_prefixes(raw.decode("utf-8", "replace"))
-            group = self._group(line.text)
+            facts = raw_memo.get(raw)
+            if facts is None:
+                line = strip_prefixes(raw.decode("utf-8", "replace"))
+                facts = (self._group(line.text), line.rank if line.rank is not None else self.path_rank, line.host)
+                if len(raw) <= MEMO_RAW_BYTES:
+                    if len(raw_memo) >= MEMO_LINES:
+                        raw_memo.clear()
+                    raw_memo[raw] = facts
+            group, rank, host = facts
             if group is _NOTHING:
                 continue
             if group is None or group not in self.seen:
@@ -266,13 +278,12 @@ class Folder:
                     self.seen.add(group)
                 kept.append((number, raw))
                 continue
-            rank = line.rank if line.rank is not None else self.path_rank
             extra = self.folded.setdefault(group, [0, {}, {}])  # count, ranks, hosts (dicts: ordered sets)
             extra[0] += 1
             if rank is not None and len(extra[1]) < MAX_RANKS:
                 extra[1].setdefault(rank)
-            if line.host and len(extra[2]) < MAX_HOSTS:
-                extra[2].setdefault(line.host)
+            if host and len(extra[2]) < MAX_HOSTS:
+                extra[2].setdefault(host)
         return kept
 
 
