@@ -42,6 +42,7 @@ FINGERPRINT_BONUS = 10
 KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
 SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
 SNIFF_LINES = 400
+MEMO_RAW_CHARS = 1024  # raw lines up to this long have their stripped form remembered
 
 Source = Union[str, "os.PathLike[str]", BinaryIO, Iterable[str], Iterable[bytes]]
 
@@ -88,6 +89,7 @@ class _Collector:
         self._fp_anchors = [(a, k) for k, fp in enumerate(index.fingerprints) for ev in fp.events for a in ev.anchors]
         self._memo: dict[str, _Facts] = {}
         self._masked: dict[str, str] = {}  # text -> mask_line(text), for the same reason
+        self._stripped: dict[str, Line] = {}  # raw line -> strip_prefixes(raw): whole lines repeat, prefix and all
 
     def _facts(self, text: str) -> _Facts:
         """What a normalised line's text alone decides, remembered: logs repeat lines (every rank, every step)."""
@@ -106,8 +108,21 @@ class _Collector:
         path names); `error_file`: it is a TorchElastic error file, the rank's own account of its failure."""
         self.file_no, self.file_name, self.path_rank, self.error_file = file_no, name, path_rank, error_file
 
+    def _strip(self, raw: str) -> Line:
+        """strip_prefixes(raw), remembered for short lines; a copy, since feed sets the rank a path names."""
+        known = self._stripped.get(raw)
+        if known is None:
+            known = strip_prefixes(raw)
+            if len(raw) <= MEMO_RAW_CHARS:
+                if len(self._stripped) >= MEMO_LINES:
+                    self._stripped.clear()
+                self._stripped[raw] = known
+        line = Line(known.text, known.rank, known.host, known.pid)
+        line.stamp, line.prefixes, line.indented = known.stamp, known.prefixes, known.indented
+        return line
+
     def feed(self, raw: str, number: int) -> None:
-        line = strip_prefixes(raw)
+        line = self._strip(raw)
         text = line.text
         if not text:
             return
