@@ -61,7 +61,8 @@ def rank_from_path(path: str) -> int | None:
 class _Facts(NamedTuple):
     found: tuple[Any, dict[str, Any]] | None  # the signature the text is reported under, and its values
     exception: str | None
-    fingerprints: tuple[int, ...]  # fingerprints with an anchor in the text
+    # fingerprints with an anchor in the text, each with whether the text matches each of its events
+    fingerprints: tuple[tuple[int, tuple[bool, ...]], ...]
     versioned: bool  # holds a version marker
 
 
@@ -95,7 +96,9 @@ class _Collector:
         """What a normalised line's text alone decides, remembered: logs repeat lines (every rank, every step)."""
         facts = self._memo.get(text)
         if facts is None:
-            touched = tuple(sorted({k for a, k in self._fp_anchors if a in text}))
+            fps = self.index.fingerprints
+            touched = tuple((k, tuple(ev.matches(text) for ev in fps[k].events))
+                            for k in sorted({k for a, k in self._fp_anchors if a in text}))
             facts = _Facts(classify_line(self.index, text), exception_type(text), touched,
                            any(marker in text for marker in VERSION_MARKERS))
             if len(self._memo) >= MEMO_LINES:
@@ -155,15 +158,16 @@ class _Collector:
             else:
                 _bounded_put(self.bare, (self.file_no, line.rank), (text, line, number, exc, self.file_name))
 
-    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None, touched: tuple[int, ...]) -> None:
-        for k in touched:
+    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None,
+                      touched: tuple[tuple[int, tuple[bool, ...]], ...]) -> None:
+        for k, hits in touched:
             fp = self.index.fingerprints[k]
             key = (self.file_no, k, rank)
             step, first = self.progress.get(key, (0, number))
             if step and number - first > fp.within:
                 step, first = 0, number  # too far apart: start over
-            if not fp.events[step].matches(text):
-                if step == 0 or not fp.events[0].matches(text):
+            if not hits[step]:
+                if step == 0 or not hits[0]:
                     continue
                 step, first = 0, number
             step, first = step + 1, (number if step == 0 else first)
