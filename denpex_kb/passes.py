@@ -168,18 +168,20 @@ def mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: L
         spans = _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b)
         if lookback:
             spans = lookback.extend(mm, spans, a, b, floor=0, seen=prefilter.search, sent=sent, reach=reach)
+        breaks = reading.Newlines(view[a:b])
         for line_start, line_end in spans:
             line_end = min(line_end, line_start + MAX_LINE)
             if line_start < counted:  # a leading line from an earlier window: counted back, not forward
                 number = lines - reading.count_newlines(view[line_start:counted]) + 1
                 window.append((number, bytes(view[line_start:line_end])))
                 continue
-            lines += reading.count_newlines(view[counted:line_start])
+            lines += breaks.between(counted - a, line_start - a)
             counted = line_start
             window.append((lines + 1, bytes(view[line_start:line_end])))
         out.lines.extend(fold(window) if fold is not None else window)
         window.clear()
-        lines += reading.count_newlines(view[counted:b])
+        lines += breaks.between(counted - a, b - a)
+        del breaks
         counted = a = b
         if lookback and lookback.touched is not None and lookback.touched < released:
             _release(mm, lookback.touched - lookback.touched % mmap.PAGESIZE, released)  # read again behind us
