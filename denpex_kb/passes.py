@@ -216,7 +216,11 @@ def range_worker(path: str, start: int, end: int, key: str = "prefilter") -> Hit
             return hits
 
 
-MEMO_RAW_BYTES = 1024  # longer raw lines are not remembered whole: the memo's memory stays small
+# Raw lines remembered whole (by the workers' folders and the collector): lines up to MEMO_RAW_BYTES long, at
+# most MEMO_RAW_LINES at a time (a few MiB for typical lines, 16 MiB at worst). More than MEMO_LINES: a log's
+# distinct raw lines are its distinct texts times its ranks and prefix styles.
+MEMO_RAW_BYTES = 1024
+MEMO_RAW_LINES = 1 << 14
 _NOTHING = ("", "")  # Folder's mark for a line that would leave no trace in the parent's report
 
 
@@ -269,7 +273,7 @@ class Folder:
                 line = strip_prefixes(raw.decode("utf-8", "replace"))
                 facts = (self._group(line.text), line.rank if line.rank is not None else self.path_rank, line.host)
                 if len(raw) <= MEMO_RAW_BYTES:
-                    if len(raw_memo) >= MEMO_LINES:
+                    if len(raw_memo) >= MEMO_RAW_LINES:
                         raw_memo.clear()
                     raw_memo[raw] = facts
             group, rank, host = facts

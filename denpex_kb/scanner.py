@@ -42,7 +42,6 @@ FINGERPRINT_BONUS = 10
 KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
 SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
 SNIFF_LINES = 400
-MEMO_RAW_CHARS = 1024  # raw lines up to this long have their stripped form remembered
 
 Source = Union[str, "os.PathLike[str]", BinaryIO, Iterable[str], Iterable[bytes]]
 
@@ -116,8 +115,8 @@ class _Collector:
         known = self._stripped.get(raw)
         if known is None:
             known = strip_prefixes(raw)
-            if len(raw) <= MEMO_RAW_CHARS:
-                if len(self._stripped) >= MEMO_LINES:
+            if len(raw) <= passes.MEMO_RAW_BYTES:
+                if len(self._stripped) >= passes.MEMO_RAW_LINES:
                     self._stripped.clear()
                 self._stripped[raw] = known
         line = Line(known.text, known.rank, known.host, known.pid)
