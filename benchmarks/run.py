@@ -43,22 +43,36 @@ CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), 
 
 def timed(cmd: list[str], **kw: object) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of a child process."""
+    wall, peak, _cpu = timed_cpu(cmd, **kw)
+    return wall, peak
+
+
+def timed_cpu(cmd: list[str], **kw: object) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KiB) and CPU seconds (user and system, its own children included: `scan`'s
+    workers) of a child process. On a machine shared with other work the CPU time moves less than the wall time."""
     start = time.perf_counter()
+    before = os.times()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)  # type: ignore[arg-type]
     _, _status, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - start, usage.ru_maxrss
+    wall = time.perf_counter() - start
+    after = os.times()  # the grandchildren's CPU time reaches us only through the child's own accounting
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return wall, usage.ru_maxrss, max(cpu, usage.ru_utime + usage.ru_stime)
 
 
-def _median_runs(cmds: dict[str, list[str]], rounds: int, env: dict[str, str]) -> dict[str, tuple[float, int]]:
-    """Each command `rounds` times, alternating; the median wall time and the largest peak RSS (KiB) of each."""
+def _median_runs(cmds: dict[str, list[str]], rounds: int, env: dict[str, str]) -> dict[str, tuple[float, int, float]]:
+    """Each command `rounds` times, alternating; the median wall time, the largest peak RSS (KiB) and the median
+    CPU time of each."""
     times: dict[str, list[float]] = {k: [] for k in cmds}
+    cpus: dict[str, list[float]] = {k: [] for k in cmds}
     peaks: dict[str, int] = dict.fromkeys(cmds, 0)
     for _ in range(rounds):
         for name, cmd in cmds.items():
-            t, peak = timed(cmd, env=env)
+            t, peak, cpu = timed_cpu(cmd, env=env)
             times[name].append(t)
+            cpus[name].append(cpu)
             peaks[name] = max(peaks[name], peak)
-    return {k: (statistics.median(v), peaks[k]) for k, v in times.items()}
+    return {k: (statistics.median(v), peaks[k], statistics.median(cpus[k])) for k, v in times.items()}
 
 
 def bench_mixes(work: Path, size_mb: int, rounds: int = 3) -> dict[str, dict[str, float]]:
@@ -81,9 +95,10 @@ def bench_mixes(work: Path, size_mb: int, rounds: int = 3) -> dict[str, dict[str
             got = _median_runs(cmds, rounds, {**CHILD_ENV, "LC_ALL": "C"})
             row = {"log_mb": size, "scan_s": got["scan"][0], "scan_mb_per_s": size / got["scan"][0],
                    "scan_peak_rss_mb": got["scan"][1] / 1024, "wc_s": got["wc"][0],
-                   "wc_ratio": got["wc"][0] / got["scan"][0]}
+                   "wc_ratio": got["wc"][0] / got["scan"][0], "scan_cpu_s": got["scan"][2]}
             if rg:
-                row.update(rg_s=got["rg"][0], rg_ratio=got["rg"][0] / got["scan"][0])
+                row.update(rg_s=got["rg"][0], rg_ratio=got["rg"][0] / got["scan"][0], rg_cpu_s=got["rg"][2],
+                           rg_cpu_ratio=got["rg"][2] / got["scan"][2])
             results[f"{mix}/{cores}"] = row
         results[f"{mix}/candidates"] = bench_candidates(log, index)
         log.unlink()
@@ -198,6 +213,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "out" / "results.json")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         results: dict[str, object] = {
@@ -225,6 +241,7 @@ def main() -> None:
     goals["10k entries: a line no signature matches <= 0.2 ms (fuzzy tier)"] = max(
         large["fuzzy_reworded_ms_per_line"], large["no_answer_ms_per_line"]) <= 0.2
     results["goals"] = goals
+    results["load_average"] = {"before": list(load_before), "after": list(os.getloadavg())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(json.dumps(results, indent=2))
