@@ -168,18 +168,20 @@ def mapped_hits(mm: Any, start: int, end: int, prefilter: Prefilter, lookback: L
         spans = _line_spans(mm, (a + p for p in prefilter.positions(view[a:b])), lo=a, hi=b)
         if lookback:
             spans = lookback.extend(mm, spans, a, b, floor=0, seen=prefilter.search, sent=sent, reach=reach)
+        breaks = reading.Newlines(view[a:b])
         for line_start, line_end in spans:
             line_end = min(line_end, line_start + MAX_LINE)
             if line_start < counted:  # a leading line from an earlier window: counted back, not forward
                 number = lines - reading.count_newlines(view[line_start:counted]) + 1
                 window.append((number, bytes(view[line_start:line_end])))
                 continue
-            lines += reading.count_newlines(view[counted:line_start])
+            lines += breaks.between(counted - a, line_start - a)
             counted = line_start
             window.append((lines + 1, bytes(view[line_start:line_end])))
         out.lines.extend(fold(window) if fold is not None else window)
         window.clear()
-        lines += reading.count_newlines(view[counted:b])
+        lines += breaks.between(counted - a, b - a)
+        del breaks
         counted = a = b
         if lookback and lookback.touched is not None and lookback.touched < released:
             _release(mm, lookback.touched - lookback.touched % mmap.PAGESIZE, released)  # read again behind us
@@ -214,6 +216,11 @@ def range_worker(path: str, start: int, end: int, key: str = "prefilter") -> Hit
             return hits
 
 
+# Raw lines remembered whole (by the workers' folders and the collector): lines up to MEMO_RAW_BYTES long, at
+# most MEMO_RAW_LINES at a time (a few MiB for typical lines, 16 MiB at worst). More than MEMO_LINES: a log's
+# distinct raw lines are its distinct texts times its ranks and prefix styles.
+MEMO_RAW_BYTES = 1024
+MEMO_RAW_LINES = 1 << 14
 _NOTHING = ("", "")  # Folder's mark for a line that would leave no trace in the parent's report
 
 
@@ -237,6 +244,9 @@ class Folder:
         self.events = [ev for fp in index.fingerprints for ev in fp.events]
         # text -> its group; None: sent whole; _NOTHING: a line the parent would do nothing with
         self.memo: dict[str, tuple[str, str] | None] = {}
+        # raw line -> (its group, rank, host): a log repeats whole lines, prefix and all (every step, every rank),
+        # and a repeat then costs one look-up instead of decoding and stripping prefixes again
+        self.raw_memo: dict[bytes, tuple[Any, int | None, str | None]] = {}
 
     def _group(self, text: str) -> tuple[str, str] | None:
         if text not in self.memo:
@@ -256,9 +266,17 @@ class Folder:
 
     def __call__(self, lines: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
         kept: list[tuple[int, bytes]] = []
+        raw_memo = self.raw_memo
         for number, raw in lines:
-            line = strip_prefixes(raw.decode("utf-8", "replace"))
-            group = self._group(line.text)
+            facts = raw_memo.get(raw)
+            if facts is None:
+                line = strip_prefixes(raw.decode("utf-8", "replace"))
+                facts = (self._group(line.text), line.rank if line.rank is not None else self.path_rank, line.host)
+                if len(raw) <= MEMO_RAW_BYTES:
+                    if len(raw_memo) >= MEMO_RAW_LINES:
+                        raw_memo.clear()
+                    raw_memo[raw] = facts
+            group, rank, host = facts
             if group is _NOTHING:
                 continue
             if group is None or group not in self.seen:
@@ -266,13 +284,12 @@ class Folder:
                     self.seen.add(group)
                 kept.append((number, raw))
                 continue
-            rank = line.rank if line.rank is not None else self.path_rank
             extra = self.folded.setdefault(group, [0, {}, {}])  # count, ranks, hosts (dicts: ordered sets)
             extra[0] += 1
             if rank is not None and len(extra[1]) < MAX_RANKS:
                 extra[1].setdefault(rank)
-            if line.host and len(extra[2]) < MAX_HOSTS:
-                extra[2].setdefault(line.host)
+            if host and len(extra[2]) < MAX_HOSTS:
+                extra[2].setdefault(host)
         return kept
 
 
@@ -296,8 +313,10 @@ def scan_parallel(path: Path, size: int, collector: LineSink, prefilter: Prefilt
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
+    # On one CPU a single worker still pays: it reads the memory map without the copies of the stream path
+    # (read, join with the carried line, slice), and folds repeats while this process matches what it sent.
     workers = min(_usable_cpus(), 8)
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if "fork" not in multiprocessing.get_all_start_methods():
         return None
     points = _split_points(path, size, max(workers, -(-size // TASK_BYTES)))
     ranges = list(pairwise(points))

@@ -307,3 +307,31 @@ def count_newlines(view: Any) -> int:
     out = scratch[: len(data)]
     np.equal(data, 10, out=out)
     return int(np.count_nonzero(out))
+
+
+class Newlines:
+    """The line breaks of one window of bytes (a memory map's), marked in one pass, then counted between any two
+    offsets of the window: a window with many candidate lines costs one pass and a cheap count per line, not a
+    copy and a byte-by-byte count of each stretch between them."""
+
+    def __init__(self, view: Any) -> None:
+        np = numpy_module()
+        self.data: bytes | None = None
+        self.marks: Any = None
+        if np is None:  # pragma: no cover - numpy is a dependency
+            self.data = bytes(view)
+            return
+        data = np.frombuffer(view, np.uint8)
+        scratch = getattr(_SCRATCH, "window", None)  # not count_newlines' buffer: both are used at once
+        if scratch is None or len(scratch) < len(data):
+            scratch = _SCRATCH.window = np.empty(max(len(data), CHUNK), dtype=bool)
+        self.marks = scratch[: len(data)]
+        np.equal(data, 10, out=self.marks)
+        self._count = np.count_nonzero
+
+    def between(self, start: int, end: int) -> int:
+        """Line breaks in window[start:end]."""
+        if self.marks is None:  # pragma: no cover
+            assert self.data is not None
+            return self.data.count(b"\n", start, end)
+        return int(self._count(self.marks[start:end])) if end > start else 0

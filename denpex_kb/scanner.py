@@ -60,7 +60,8 @@ def rank_from_path(path: str) -> int | None:
 class _Facts(NamedTuple):
     found: tuple[Any, dict[str, Any]] | None  # the signature the text is reported under, and its values
     exception: str | None
-    fingerprints: tuple[int, ...]  # fingerprints with an anchor in the text
+    # fingerprints with an anchor in the text, each with whether the text matches each of its events
+    fingerprints: tuple[tuple[int, tuple[bool, ...]], ...]
     versioned: bool  # holds a version marker
 
 
@@ -88,12 +89,15 @@ class _Collector:
         self._fp_anchors = [(a, k) for k, fp in enumerate(index.fingerprints) for ev in fp.events for a in ev.anchors]
         self._memo: dict[str, _Facts] = {}
         self._masked: dict[str, str] = {}  # text -> mask_line(text), for the same reason
+        self._stripped: dict[str, Line] = {}  # raw line -> strip_prefixes(raw): whole lines repeat, prefix and all
 
     def _facts(self, text: str) -> _Facts:
         """What a normalised line's text alone decides, remembered: logs repeat lines (every rank, every step)."""
         facts = self._memo.get(text)
         if facts is None:
-            touched = tuple(sorted({k for a, k in self._fp_anchors if a in text}))
+            fps = self.index.fingerprints
+            touched = tuple((k, tuple(ev.matches(text) for ev in fps[k].events))
+                            for k in sorted({k for a, k in self._fp_anchors if a in text}))
             facts = _Facts(classify_line(self.index, text), exception_type(text), touched,
                            any(marker in text for marker in VERSION_MARKERS))
             if len(self._memo) >= MEMO_LINES:
@@ -106,8 +110,21 @@ class _Collector:
         path names); `error_file`: it is a TorchElastic error file, the rank's own account of its failure."""
         self.file_no, self.file_name, self.path_rank, self.error_file = file_no, name, path_rank, error_file
 
+    def _strip(self, raw: str) -> Line:
+        """strip_prefixes(raw), remembered for short lines; a copy, since feed sets the rank a path names."""
+        known = self._stripped.get(raw)
+        if known is None:
+            known = strip_prefixes(raw)
+            if len(raw) <= passes.MEMO_RAW_BYTES:
+                if len(self._stripped) >= passes.MEMO_RAW_LINES:
+                    self._stripped.clear()
+                self._stripped[raw] = known
+        line = Line(known.text, known.rank, known.host, known.pid)
+        line.stamp, line.prefixes, line.indented = known.stamp, known.prefixes, known.indented
+        return line
+
     def feed(self, raw: str, number: int) -> None:
-        line = strip_prefixes(raw)
+        line = self._strip(raw)
         text = line.text
         if not text:
             return
@@ -140,15 +157,16 @@ class _Collector:
             else:
                 _bounded_put(self.bare, (self.file_no, line.rank), (text, line, number, exc, self.file_name))
 
-    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None, touched: tuple[int, ...]) -> None:
-        for k in touched:
+    def _fingerprints(self, text: str, rank: int | None, number: int, exc: str | None,
+                      touched: tuple[tuple[int, tuple[bool, ...]], ...]) -> None:
+        for k, hits in touched:
             fp = self.index.fingerprints[k]
             key = (self.file_no, k, rank)
             step, first = self.progress.get(key, (0, number))
             if step and number - first > fp.within:
                 step, first = 0, number  # too far apart: start over
-            if not fp.events[step].matches(text):
-                if step == 0 or not fp.events[0].matches(text):
+            if not hits[step]:
+                if step == 0 or not hits[0]:
                     continue
                 step, first = 0, number
             step, first = step + 1, (number if step == 0 else first)
