@@ -27,12 +27,15 @@ import contextlib
 import gc
 import io
 import json
+import marshal
+import multiprocessing
 import os
 import pickle
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, compress, islice, repeat
@@ -438,8 +441,13 @@ TAIL = 3  # a culprit's last entries shown
 
 
 def _call_key(call: Call, calls: dict[str, Call]) -> str:
-    """Equal keys for equal calls: the repr, interned so that ranks' keys compare by identity."""
-    key = sys.intern(repr(call))
+    """Equal keys for calls of exactly the same values and types (`_same_call` then holds); interned, so that
+    the ranks' keys compare by identity. A call that marshal refuses (too deeply nested) is keyed by its repr."""
+    try:
+        key = "m" + marshal.dumps(call, 0).decode("latin-1")
+    except ValueError:
+        key = "r" + repr(call)
+    key = sys.intern(key)
     calls.setdefault(key, call)
     return key
 
@@ -499,7 +507,9 @@ def _fast_index(raw: list[Any], rank: int) -> dict[str, Any] | None:
     order = range(n) if in_order else sorted(range(n), key=rid.__getitem__)
     seq = coll if not any(isp) else [p if b else c for c, p, b in zip(coll, p2p, isp, strict=True)]
     calls: dict[str, Call] = {}
-    keys = _runs(list(zip(ops, isz, osz, idt, odt, strict=True)), lambda c: _call_key(c, calls))
+    keys = _call_keys(list(zip(ops, isz, osz, idt, odt, strict=True)), calls)
+    if keys is None:
+        return None
     seen: dict[tuple[str, int | None], str | None] = {}
     where = _runs(frames, lambda fr: _site(fr, seen))
     columns = (rid, seq, isp, keys, state, created, where)
@@ -512,12 +522,20 @@ def _fast_index(raw: list[Any], rank: int) -> dict[str, Any] | None:
 def _well_typed(rid: list[Any], pgid: list[Any], coll: list[Any], p2p: list[Any], isp: list[Any], name: list[Any],
                 state: list[Any], created: list[Any], isz: list[Any], osz: list[Any], idt: list[Any],
                 odt: list[Any]) -> bool:
-    """Exact types, down to each size and dtype: then equal calls are exactly those with equal reprs."""
+    """The writers' types, which the lenient reader keeps as they are (sizes and dtypes: lists of anything)."""
     return (_only(chain(rid, pgid, coll, p2p, created), int) and _only(isp, bool) and _only(name, str)
-            and _only(state, str, type(None)) and _only(chain(isz, osz, idt, odt), list)
-            and _only(chain.from_iterable(chain(isz, osz)), list)
-            and _only(chain.from_iterable(chain.from_iterable(chain(isz, osz))), int)
-            and _only(chain.from_iterable(chain(idt, odt)), str))
+            and _only(state, str, type(None)) and _only(chain(isz, osz, idt, odt), list))
+
+
+def _call_keys(column: list[Call], calls: dict[str, Call]) -> list[str] | None:
+    """`_call_key` of each call, made once per distinct marshalled form (marshal runs in C and tells 1, 1.0
+    and True apart, as the key must); None when a call cannot be marshalled (too deeply nested)."""
+    try:
+        forms = list(map(marshal.dumps, column, repeat(0)))
+    except ValueError:
+        return None
+    key_of = {form: _call_key(column[forms.index(form)], calls) for form in dict.fromkeys(forms)}
+    return list(map(key_of.__getitem__, forms))
 
 
 def _frames_typed(frames: list[Any]) -> bool:
@@ -607,25 +625,59 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return out
 
 
-def read_dumps(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Dump], list[str]]:
-    """Every readable dump, and one problem line per file that is not (a duplicate rank included)."""
+def read_dumps(paths: Iterable[str | os.PathLike[str]], *, jobs: int | None = None) -> tuple[list[Dump], list[str]]:
+    """Every readable dump, and one problem line per file that is not (a duplicate rank included).
+
+    `jobs` processes read the files (default: one per core this process may run on, up to 8, when there are
+    enough files to pay for starting them); 1 reads them all here.
+    """
+    files = expand_paths(paths)
+    if jobs is None:
+        jobs = default_jobs(len(files))
     dumps: dict[int, Dump] = {}
     problems: list[str] = []
     with paused_collector():
-        _read_all(paths, dumps, problems)
+        read = _read_in_processes(files, jobs) if jobs > 1 and len(files) > 1 else map(_read_or_error, files)
+        for p, d in zip(files, read, strict=True):
+            _keep(p, d, dumps, problems)
         return [dumps[r] for r in sorted(dumps)], problems
 
 
-def _read_all(paths: Iterable[str | os.PathLike[str]], dumps: dict[int, Dump], problems: list[str]) -> None:
-    for p in expand_paths(paths):
-        try:
-            d = read_dump(p)
-        except DumpError as exc:
-            problems.append(f"{p}: {exc}")
-            continue
-        if d.rank in dumps:
-            problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
-            continue
+FILES_PER_JOB = 16  # below this many files per process, starting processes costs more than it saves
+
+
+def default_jobs(files: int) -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8, files // FILES_PER_JOB))
+
+
+def _read_or_error(path: Path) -> Dump | str:
+    try:
+        return read_dump(path)
+    except DumpError as exc:
+        return str(exc)
+
+
+def _read_in_processes(files: list[Path], jobs: int) -> Iterator[Dump | str]:
+    """`_read_or_error` of each file, in order, by forked workers (each reads with the restricted unpickler; what
+    comes back is this module's own Dump objects holding plain values). Sequential where fork is missing."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(_read_or_error, files)
+        return
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        yield from pool.map(_read_or_error, files, chunksize=max(1, min(16, len(files) // (4 * jobs))))
+
+
+def _keep(p: Path, d: Dump | str, dumps: dict[int, Dump], problems: list[str]) -> None:
+    if isinstance(d, str):
+        problems.append(f"{p}: {d}")
+    elif d.rank in dumps:
+        problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
+    else:
         dumps[d.rank] = d
 
 
