@@ -5,7 +5,6 @@ times reading them with the restricted unpickler and the analysis, on one core (
 many times as asked, with the load average before each run, and the medians.
 
     taskset -c 0 python benchmarks/flight_bench.py [--ranks 1024] [--entries 2000] [--repeat 3]
-    taskset -c 0,1 python benchmarks/flight_bench.py --jobs 2     # dumps read by two processes
 """
 
 from __future__ import annotations
@@ -45,12 +44,12 @@ def make(folder: Path, ranks: int, entries: int) -> int:
     return total
 
 
-def run(folder: Path, ranks: int, entries: int, jobs: int) -> list[float]:
+def run(folder: Path, ranks: int, entries: int) -> list[float]:
     """Wall and CPU seconds of reading, analysis, release and the total, as `denpex-kb hang` runs them: the cyclic
-    collector paused while the dumps are alive, then released. CPU time is this process's (not the workers')."""
+    collector paused while the dumps are alive, then released."""
     t0, c0 = time.perf_counter(), time.process_time()
     with flight.paused_collector():
-        dumps, problems = flight.read_dumps([folder], jobs=jobs)
+        dumps, problems = flight.read_dumps([folder])
         t1, c1 = time.perf_counter(), time.process_time()
         a = flight.analyze(dumps, problems=problems)
         t2, c2 = time.perf_counter(), time.process_time()
@@ -70,17 +69,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--entries", type=int, default=2000)
-    ap.add_argument("--jobs", type=int, default=1, help="processes reading the dumps (1: all in this one)")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         size = make(folder, args.ranks, args.entries)
-        print(f"{args.ranks} ranks x {args.entries} entries ({size / 1e6:.0f} MB of pickles), {args.jobs} job(s):")
+        print(f"{args.ranks} ranks x {args.entries} entries ({size / 1e6:.0f} MB of pickles):")
         runs = []
         for _ in range(args.repeat):
             load = os.getloadavg()[0]
-            runs.append(run(folder, args.ranks, args.entries, args.jobs))
+            runs.append(run(folder, args.ranks, args.entries))
             print(f"  load average {load:.1f}: {line(runs[-1])}", flush=True)
         if args.repeat > 1:
             print(f"  median: {line([statistics.median(r[i] for r in runs) for i in range(8)])}")

@@ -27,18 +27,15 @@ import contextlib
 import gc
 import io
 import json
-import marshal
-import multiprocessing
 import os
 import pickle
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, islice
 from operator import attrgetter, itemgetter, le, lt, ne
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,7 +137,15 @@ class Entry:
 
     def where(self) -> str | None:
         """The innermost frame outside torch (the user's call site), as `file.py:line`."""
-        return _site(self.frames, None)
+        for fr in self.frames:
+            if not isinstance(fr, dict):
+                continue
+            name = str(fr.get("filename", ""))
+            norm = name.replace("\\", "/")
+            if not name or "/torch/" in norm or norm.startswith("torch/") or name.startswith("<"):
+                continue
+            return f"{os.path.basename(name)}:{fr.get('line')}"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,37 +159,6 @@ class Entry:
         }
 
 
-def _site(frames: Any, seen: dict[tuple[str, int | None], str | None] | None) -> str | None:
-    """`Entry.where()` of these frames; `seen` caches each (file, line) of one dump, which recur in every entry."""
-    if type(frames) is not list:
-        return None
-    for fr in frames:
-        if not isinstance(fr, dict):
-            continue
-        name, line = fr.get("filename", ""), fr.get("line")
-        if seen is not None and type(name) is str and (line is None or type(line) is int):
-            key = (name, line)
-            found: str | None = seen.get(key, _UNSEEN)
-            if found is _UNSEEN:
-                seen[key] = found = _frame_site(name, line)
-        else:
-            found = _frame_site(str(name), line)
-        if found is not None:
-            return found
-    return None
-
-
-_UNSEEN: Any = object()
-
-
-def _frame_site(name: str, line: Any) -> str | None:
-    """`file.py:line` for a frame of the user's code, None for torch's own and synthetic (`<string>`) frames."""
-    norm = name.replace("\\", "/")
-    if not name or "/torch/" in norm or norm.startswith("torch/") or name.startswith("<"):
-        return None
-    return f"{os.path.basename(name)}:{line}"
-
-
 # (op, input_sizes, output_sizes, input_dtypes, output_dtypes): what members must agree on at one sequence number
 Call = tuple[str, list[Any], list[Any], "list[Any] | None", "list[Any] | None"]
 
@@ -193,18 +167,16 @@ Call = tuple[str, list[Any], list[Any], "list[Any] | None", "list[Any] | None"]
 class Ops:
     """One process group's ops on one rank, in record order, as columns of the join keys.
 
-    The analysis reads only these; building an `Entry` per op (two million for 1,024 ranks) took longer than the
-    unpickling, so full entries are made only for what a report shows (`Dump.tail`, or `Dump.entries` on demand).
+    The join reads only these; building an `Entry` per op (two million for 1,024 ranks) took as long as the
+    unpickling, so an entry is made only where a report shows it (`Dump.entry`).
     """
 
     desc: str  # the first desc other than "undefined", as the group's entries say it
     record_id: list[int]
     seq: list[int]  # `Entry.seq`: p2p_seq_id for a point-to-point op, collective_seq_id otherwise
     is_p2p: list[bool]
-    call: list[str]  # a key of `Dump.calls`: two ops with equal keys made the same call
-    state: list[str | None]
-    time_created_ns: list[int | None]
-    where: list[str | None]  # `Entry.where()`
+    call: list[str]  # ops with different calls have different keys (`_call_key`)
+    pos: list[int]  # where the op is in the dump's entries
     pg_ids: set[int]  # the group's pg_id values (pg_status is keyed by them), added in record order
 
 
@@ -215,23 +187,30 @@ class Dump:
     version: str | None  # None: a 2.2 dump (bare list, no version key)
     form: str  # "pickle" or "json"
     groups: dict[str, Ops]  # by process-group name, in the order the entries first name them
-    calls: dict[str, Call]  # the distinct calls of `Ops.call`
-    tail: list[Entry]  # the last entries by record id, in full: where a rank that stopped was
+    last: list[int]  # positions of the last entries by record id: where a rank that stopped was
     size: int  # how many entries
     backend: str | None  # the first entry's backend that names one ("nccl", "gloo")
     wrapped: bool  # the ring buffer has overwritten older entries (record ids count from 0 on every rank)
     pg_config: dict[str, Any] = field(default_factory=dict)
     pg_status: dict[str, Any] = field(default_factory=dict)
     comm_lib_version: str | None = None
-    source: bytes | None = field(default=None, repr=False)  # the file's bytes, to build `entries` on demand
-    built: list[Entry] | None = field(default=None, repr=False)
+    raw: list[Any] = field(default_factory=list, repr=False)  # the entries as unpickled (plain containers)
+    built: list[Entry] | None = field(default=None, repr=False)  # all entries in full, once asked for
+
+    def entry(self, pos: int) -> Entry:
+        """The entry at a position of the dump, in full (made from the unpickled entry each time)."""
+        return self.built[pos] if self.built is not None else _entry(self.raw[pos], self.rank, pos)
 
     @property
     def entries(self) -> list[Entry]:
-        """Every entry in full, in the dump's order: parsed again from `source` the first time it is asked for."""
+        """Every entry in full, in the dump's order (made the first time it is asked for)."""
         if self.built is None:
-            self.built = _entries_of(self.source, self.rank) if self.source is not None else []
+            self.built = [_entry(raw, self.rank, i) for i, raw in enumerate(self.raw)]
         return self.built
+
+    @property
+    def tail(self) -> list[Entry]:
+        return [self.entry(i) for i in self.last]
 
     @cached_property
     def by_group(self) -> dict[str, list[Entry]]:
@@ -404,12 +383,7 @@ def _unwrap(obj: Any) -> tuple[str | None, list[Any], dict[Any, Any]]:
 
 
 def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -> Dump:
-    """A dump from its bytes: a pickle (any version) or the JSON form. `rank` defaults to the content's.
-
-    The unpickled tree is dropped before this returns (only the join's columns and the last entries are kept):
-    freeing each dump's millions of small objects while they are still in the cache, instead of holding every
-    rank's at once, halves the cost of unpickling 1,024 dumps.
-    """
+    """A dump from its bytes: a pickle (any version) or the JSON form. `rank` defaults to the content's."""
     obj, form = _decode(data)
     version, raw_entries, top = _unwrap(obj)
     if rank is None:
@@ -417,7 +391,7 @@ def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -
         rank = _int(top.get("rank")) if "rank" in top else _int(top.get("global_rank"))
     if rank is None:
         raise DumpError("cannot tell the rank: name the file <prefix><rank>")
-    index = _fast_index(raw_entries, rank)
+    index = _fast_index(raw_entries)
     built = None
     if index is None:  # an older version or odd values: every entry through the lenient reader
         built = [_entry(raw, rank, i) for i, raw in enumerate(raw_entries)]
@@ -429,58 +403,49 @@ def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -
     return Dump(path=path, rank=rank, version=version, form=form, **index,
                 pg_config={str(k): v for k, v in pg_config.items()},
                 pg_status={str(k): v for k, v in pg_status.items()},
-                comm_lib_version=clv if isinstance(clv, str) else None, source=data, built=built)
-
-
-def _entries_of(data: bytes, rank: int) -> list[Entry]:
-    _, raw_entries, _ = _unwrap(_decode(data)[0])
-    return [_entry(raw, rank, i) for i, raw in enumerate(raw_entries)]
+                comm_lib_version=clv if isinstance(clv, str) else None, raw=raw_entries, built=built)
 
 
 TAIL = 3  # a culprit's last entries shown
 
 
-def _call_key(call: Call, calls: dict[str, Call]) -> str:
-    """Equal keys for calls of exactly the same values and types (`_same_call` then holds); interned, so that
-    the ranks' keys compare by identity. A call that marshal refuses (too deeply nested) is keyed by its repr."""
-    try:
-        key = "m" + marshal.dumps(call, 0).decode("latin-1")
-    except ValueError:
-        key = "r" + repr(call)
-    key = sys.intern(key)
-    calls.setdefault(key, call)
-    return key
+def _call_key(call: Call) -> str:
+    """The repr of a call, interned so that the ranks' keys compare by identity.
+
+    Keys are made once per run of equal calls (`_runs`), so an op keyed like an equal one before it may differ
+    from it in type only (1024 and 1024.0): the join then sees the same call, as `_same_call` does, and the
+    report shows the op's own values (`Dump.entry`). Different calls always get different keys.
+    """
+    return sys.intern(repr(call))
 
 
 def _index_entries(entries: list[Entry]) -> dict[str, Any]:
     """`Dump`'s index fields from full entries (the lenient reader's); `_fast_index` must give the same."""
-    ordered = sorted(entries, key=_RECORD_ID)
-    by_group: dict[str, list[Entry]] = {e.group: [] for e in entries}
-    for e in ordered:
-        by_group[e.group].append(e)
-    calls: dict[str, Call] = {}
+    order = sorted(range(len(entries)), key=lambda i: entries[i].record_id)
+    keys = _runs([(e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes) for e in entries], _call_key)
+    by_group: dict[str, list[int]] = {e.group: [] for e in entries}
+    for i in order:
+        by_group[entries[i].group].append(i)
     groups = {name: Ops(
-        desc=next((e.desc for e in es if e.desc != "undefined"), "undefined"),
-        record_id=[e.record_id for e in es], seq=[e.seq for e in es], is_p2p=[e.is_p2p for e in es],
-        call=[_call_key((e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes), calls) for e in es],
-        state=[e.state for e in es], time_created_ns=[e.time_created_ns for e in es],
-        where=[e.where() for e in es], pg_ids={e.pg_id for e in es if e.pg_id is not None},
-    ) for name, es in by_group.items()}
-    return {"groups": groups, "calls": calls, "tail": ordered[-TAIL:], "size": len(entries),
+        desc=next((entries[i].desc for i in ix if entries[i].desc != "undefined"), "undefined"),
+        record_id=[entries[i].record_id for i in ix], seq=[entries[i].seq for i in ix],
+        is_p2p=[entries[i].is_p2p for i in ix], call=[keys[i] for i in ix], pos=ix,
+        pg_ids={pid for pid in (entries[i].pg_id for i in ix) if pid is not None},
+    ) for name, ix in by_group.items()}
+    return {"groups": groups, "last": order[-TAIL:], "size": len(entries),
             "backend": next((e.backend for e in entries if e.backend), None),
-            "wrapped": bool(entries) and ordered[0].record_id > 0}
+            "wrapped": bool(entries) and entries[order[0]].record_id > 0}
 
 
 _FIELDS = itemgetter("record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "is_p2p",
-                     "profiling_name", "state", "time_created_ns", "input_sizes", "output_sizes", "input_dtypes",
-                     "output_dtypes")
+                     "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
 
 
 def _only(values: Iterable[Any], *types: type) -> bool:
     return set(map(type, values)) <= set(types)
 
 
-def _fast_index(raw: list[Any], rank: int) -> dict[str, Any] | None:
+def _fast_index(raw: list[Any]) -> dict[str, Any] | None:
     """`_index_entries` of well-formed entries (the writers' own, version 2.1 and later) read column by column.
 
     Each pass over a whole column runs in C; None (the lenient path) for anything it does not cover: a missing
@@ -488,14 +453,14 @@ def _fast_index(raw: list[Any], rank: int) -> dict[str, Any] | None:
     """
     try:
         rows = list(map(_FIELDS, raw))  # a KeyError or TypeError for an entry that lacks a key or is no dict
-        frames = list(map(dict.get, raw, repeat("frames")))
     except (KeyError, TypeError, IndexError):
         return None
     if not rows:
         return None
-    rid, pgid, pg, coll, p2p, isp, name, state, created, isz, osz, idt, odt = map(list, zip(*rows, strict=True))
+    rid, pgid, pg, coll, p2p, isp, name, isz, osz, idt, odt = map(list, zip(*rows, strict=True))
     del rows
-    if not (_well_typed(rid, pgid, coll, p2p, isp, name, state, created, isz, osz, idt, odt) and _frames_typed(frames)):
+    if not (_only(chain(rid, pgid, coll, p2p), int) and _only(isp, bool) and _only(name, str)
+            and _only(chain(isz, osz, idt, odt), list)):  # the types the lenient reader keeps as they are
         return None
     if _only(pg, list):  # the JSON form
         pg = list(map(tuple, pg))
@@ -503,61 +468,20 @@ def _fast_index(raw: list[Any], rank: int) -> dict[str, Any] | None:
         return None
     ops, backends = _ops_of(name)
     n = len(raw)
-    in_order = all(map(le, rid, islice(rid, 1, None)))
-    order = range(n) if in_order else sorted(range(n), key=rid.__getitem__)
+    order = range(n) if all(map(le, rid, islice(rid, 1, None))) else sorted(range(n), key=rid.__getitem__)
     seq = coll if not any(isp) else [p if b else c for c, p, b in zip(coll, p2p, isp, strict=True)]
-    calls: dict[str, Call] = {}
-    keys = _call_keys(list(zip(ops, isz, osz, idt, odt, strict=True)), calls)
-    if keys is None:
-        return None
-    seen: dict[tuple[str, int | None], str | None] = {}
-    where = _runs(frames, lambda fr: _site(fr, seen))
-    columns = (rid, seq, isp, keys, state, created, where)
-    groups = {gname: _ops_columns(columns, pgid, pg, ix) for gname, ix in _split(order, pg).items()}
-    return {"groups": groups, "calls": calls, "tail": [_entry(raw[i], rank, i) for i in order[-TAIL:]],
-            "size": n, "backend": next((b for b in map(backends.get, name) if b), None),
-            "wrapped": rid[order[0]] > 0}
-
-
-def _well_typed(rid: list[Any], pgid: list[Any], coll: list[Any], p2p: list[Any], isp: list[Any], name: list[Any],
-                state: list[Any], created: list[Any], isz: list[Any], osz: list[Any], idt: list[Any],
-                odt: list[Any]) -> bool:
-    """The writers' types, which the lenient reader keeps as they are (sizes and dtypes: lists of anything)."""
-    return (_only(chain(rid, pgid, coll, p2p, created), int) and _only(isp, bool) and _only(name, str)
-            and _only(state, str, type(None)) and _only(chain(isz, osz, idt, odt), list))
-
-
-def _call_keys(column: list[Call], calls: dict[str, Call]) -> list[str] | None:
-    """`_call_key` of each call, made once per distinct marshalled form (marshal runs in C and tells 1, 1.0
-    and True apart, as the key must); None when a call cannot be marshalled (too deeply nested)."""
-    try:
-        forms = list(map(marshal.dumps, column, repeat(0)))
-    except ValueError:
-        return None
-    key_of = {form: _call_key(column[forms.index(form)], calls) for form in dict.fromkeys(forms)}
-    return list(map(key_of.__getitem__, forms))
-
-
-def _frames_typed(frames: list[Any]) -> bool:
-    """Lists of dicts whose file and line are str, int or None: equal frames then give the same call site."""
-    if not _only(frames, list, type(None)):
-        return False
-    try:
-        places = list(map(_PLACE, chain.from_iterable(filter(None, frames))))
-    except (KeyError, TypeError, IndexError):
-        return False
-    return _only(chain.from_iterable(places), str, int, type(None))
-
-
-_PLACE = itemgetter("filename", "line")
+    keys = _runs(list(zip(ops, isz, osz, idt, odt, strict=True)), _call_key)
+    groups = {gname: _ops_columns((rid, seq, isp, keys), pgid, pg, ix) for gname, ix in _split(order, pg).items()}
+    return {"groups": groups, "last": list(order[-TAIL:]), "size": n,
+            "backend": next((b for b in map(backends.get, name) if b), None), "wrapped": rid[order[0]] > 0}
 
 
 def _runs(values: list[Any], make: Callable[[Any], T]) -> list[T]:
-    """`[make(v) for v in values]`, calling `make` once per run of equal neighbours (found in C).
-
-    Consecutive ops mostly repeat one call from one line of the training loop.
-    """
+    """`make` of each value, called once per run of equal neighbours (found in C): consecutive ops mostly
+    repeat one call from one line of the training loop."""
     n = len(values)
+    if not n:
+        return []
     starts = [0, *compress(range(1, n), map(ne, values, islice(values, 1, None)))]
     out: list[T] = []
     for a, b in zip(starts, [*starts[1:], n], strict=True):
@@ -591,9 +515,9 @@ def _ops_columns(columns: tuple[list[Any], ...], pgid: list[int], pg: list[tuple
     if not (isinstance(ix, range) and len(ix) == len(pgid)):
         columns = tuple([col[i] for i in ix] for col in columns)
         pgid, pg = [pgid[i] for i in ix], [pg[i] for i in ix]
-    rid, seq, isp, keys, state, created, where = columns
+    rid, seq, isp, keys = columns
     desc = next((t[1] for t in dict.fromkeys(pg) if t[1] != "undefined"), "undefined")
-    return Ops(desc, rid, seq, isp, keys, state, created, where, set(pgid))
+    return Ops(desc, rid, seq, isp, keys, list(ix), set(pgid))
 
 
 def read_dump(path: str | os.PathLike[str], rank: int | None = None) -> Dump:
@@ -625,60 +549,22 @@ def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return out
 
 
-def read_dumps(paths: Iterable[str | os.PathLike[str]], *, jobs: int | None = None) -> tuple[list[Dump], list[str]]:
-    """Every readable dump, and one problem line per file that is not (a duplicate rank included).
-
-    `jobs` processes read the files (default: one per core this process may run on, up to 8, when there are
-    enough files to pay for starting them); 1 reads them all here.
-    """
-    files = expand_paths(paths)
-    if jobs is None:
-        jobs = default_jobs(len(files))
+def read_dumps(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Dump], list[str]]:
+    """Every readable dump, and one problem line per file that is not (a duplicate rank included)."""
     dumps: dict[int, Dump] = {}
     problems: list[str] = []
     with paused_collector():
-        read = _read_in_processes(files, jobs) if jobs > 1 and len(files) > 1 else map(_read_or_error, files)
-        for p, d in zip(files, read, strict=True):
-            _keep(p, d, dumps, problems)
+        for p in expand_paths(paths):
+            try:
+                d = read_dump(p)
+            except DumpError as exc:
+                problems.append(f"{p}: {exc}")
+                continue
+            if d.rank in dumps:
+                problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
+                continue
+            dumps[d.rank] = d
         return [dumps[r] for r in sorted(dumps)], problems
-
-
-FILES_PER_JOB = 16  # below this many files per process, starting processes costs more than it saves
-
-
-def default_jobs(files: int) -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8, files // FILES_PER_JOB))
-
-
-def _read_or_error(path: Path) -> Dump | str:
-    try:
-        return read_dump(path)
-    except DumpError as exc:
-        return str(exc)
-
-
-def _read_in_processes(files: list[Path], jobs: int) -> Iterator[Dump | str]:
-    """`_read_or_error` of each file, in order, by forked workers (each reads with the restricted unpickler; what
-    comes back is this module's own Dump objects holding plain values). Sequential where fork is missing."""
-    if "fork" not in multiprocessing.get_all_start_methods():
-        yield from map(_read_or_error, files)
-        return
-    context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        yield from pool.map(_read_or_error, files, chunksize=max(1, min(16, len(files) // (4 * jobs))))
-
-
-def _keep(p: Path, d: Dump | str, dumps: dict[int, Dump], problems: list[str]) -> None:
-    if isinstance(d, str):
-        problems.append(f"{p}: {d}")
-    elif d.rank in dumps:
-        problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
-    else:
-        dumps[d.rank] = d
 
 
 # --- analysis ------------------------------------------------------------------------------------------------
@@ -828,47 +714,21 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
     return out
 
 
-@dataclass(slots=True)
-class _Op:
-    """One op of a join as the comparisons and reports read it, made from the columns only where one is needed."""
-
-    rank: int
-    op: str
-    seq: int
-    is_p2p: bool
-    input_sizes: list[Any]
-    output_sizes: list[Any]
-    input_dtypes: list[Any] | None
-    output_dtypes: list[Any] | None
-    state: str | None
-    time_created_ns: int | None
-    site: str | None
-
-    @property
-    def kind(self) -> str:
-        return self.op.split(" ", 1)[0]
-
-    def where(self) -> str | None:
-        return self.site
+def _op(d: Dump, ops: Ops, i: int) -> Entry:
+    return d.entry(ops.pos[i])
 
 
-def _op(d: Dump, ops: Ops, i: int) -> _Op:
-    op, isz, osz, idt, odt = d.calls[ops.call[i]]
-    return _Op(d.rank, op, ops.seq[i], ops.is_p2p[i], isz, osz, idt, odt, ops.state[i], ops.time_created_ns[i],
-               ops.where[i])
-
-
-def _signature(e: _Op) -> tuple[Any, ...]:
+def _signature(e: Entry) -> tuple[Any, ...]:
     return (e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes)
 
 
-def _same_call(a: _Op, b: _Op) -> bool:
+def _same_call(a: Entry, b: Entry) -> bool:
     """`_signature(a) == _signature(b)` without building the tuples (run for every entry of every rank)."""
     return (a.op == b.op and a.input_sizes == b.input_sizes and a.output_sizes == b.output_sizes
             and a.input_dtypes == b.input_dtypes and a.output_dtypes == b.output_dtypes)
 
 
-def _compare(group: _Group, seq: int, p2p: bool, at: dict[int, _Op]) -> Mismatch | None:
+def _compare(group: _Group, seq: int, p2p: bool, at: dict[int, Entry]) -> Mismatch | None:
     if len(at) < 2:
         return None
     values = iter(at.values())
@@ -917,9 +777,10 @@ def _completed(d: Dump, ops: Ops, seq: int) -> bool | None:
     if d.backend == "gloo":
         return None
     last = _last_index(ops.seq, seq)  # the group's last op with that sequence number, collective or p2p
-    if last is not None and ops.state[last] == "completed":
+    state = d.entry(ops.pos[last]).state if last is not None else None
+    if state == "completed":
         return True
-    if last is not None and ops.state[last] in ("scheduled", "started"):
+    if state in ("scheduled", "started"):
         return False
     for pid in ops.pg_ids:
         st = d.pg_status.get(str(pid))
@@ -941,7 +802,7 @@ def _last_index(values: list[int], value: int) -> int | None:
         return None
 
 
-_NO_OPS = Ops("undefined", [], [], [], [], [], [], [], set())
+_NO_OPS = Ops("undefined", [], [], [], [], [], set())
 
 
 def _collectives(ops: Ops) -> dict[int, int]:
@@ -1081,7 +942,7 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
 _P2P_NAME = re.compile(r"\A(send|recv) (\d+)(->|<-)(\d+)\Z")
 
 
-def _p2p_channel(e: _Op, group: _Group) -> tuple[int, int] | None:
+def _p2p_channel(e: Entry, group: _Group) -> tuple[int, int] | None:
     """(sender, receiver) as global ranks, or None when the op's name does not say (a coalesced batch)."""
     m = _P2P_NAME.match(e.op)
     if not m or (m[1] == "send") != (m[3] == "->"):
@@ -1097,7 +958,7 @@ def _p2p_channel(e: _Op, group: _Group) -> tuple[int, int] | None:
 
 def _join_p2p(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     label = group_label(group.name, group.desc)
-    ops: dict[tuple[int, int], dict[int, list[_Op]]] = {}  # channel -> rank -> its ops on it, in order
+    ops: dict[tuple[int, int], dict[int, list[Entry]]] = {}  # channel -> rank -> its ops on it, in order
     unpaired = 0
     for r in group.members:
         d = dumps.get(r)
