@@ -828,7 +828,7 @@ def _first_mismatch(group: _Group, present: list[int], dumps: dict[int, Dump], a
     for r in present:
         mine, call = per[r], allg[r].call
         # Most ranks recorded the very same ops as one just compared (two list comparisons in C): nothing new.
-        if any(call == allg[q].call and mine == per[q] for q in recent):
+        if any(call == allg[q].call and (mine is per[q] or mine == per[q]) for q in recent):
             continue
         recent = [r, *recent[:3]]
         for s, i in mine.items():
@@ -848,12 +848,16 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     members = group.members
     per: dict[int, dict[int, int]] = {}
     allg: dict[int, Ops] = {}
+    before, shared = _NO_OPS, {}
     for r in members:
         d = dumps.get(r)
         if d is None:
             continue
         allg[r] = ops = d.groups.get(group.name, _NO_OPS)
-        per[r] = _collectives(ops)
+        # Ranks in step hold the same sequence numbers at the same positions: one map serves them all.
+        if before is _NO_OPS or ops.seq != before.seq or ops.is_p2p != before.is_p2p:
+            shared = _collectives(ops)
+        per[r], before = shared, ops
     absent = [r for r in members if r not in dumps]
     present = [r for r in members if r in dumps]
     if not present or not any(per.get(r) for r in present):
