@@ -30,13 +30,15 @@ import json
 import os
 import pickle
 import re
+import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from operator import attrgetter
+from itertools import chain, compress, islice
+from operator import attrgetter, itemgetter, le, lt, ne
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Analysis",
@@ -157,44 +159,70 @@ class Entry:
         }
 
 
+# (op, input_sizes, output_sizes, input_dtypes, output_dtypes): what members must agree on at one sequence number
+Call = tuple[str, list[Any], list[Any], "list[Any] | None", "list[Any] | None"]
+
+
+@dataclass(slots=True)
+class Ops:
+    """One process group's ops on one rank, in record order, as columns of the join keys.
+
+    The join reads only these; building an `Entry` per op (two million for 1,024 ranks) took as long as the
+    unpickling, so an entry is made only where a report shows it (`Dump.entry`).
+    """
+
+    desc: str  # the first desc other than "undefined", as the group's entries say it
+    record_id: list[int]
+    seq: list[int]  # `Entry.seq`: p2p_seq_id for a point-to-point op, collective_seq_id otherwise
+    is_p2p: list[bool]
+    call: list[str]  # ops with different calls have different keys (`_call_key`)
+    pos: list[int]  # where the op is in the dump's entries
+    pg_ids: set[int]  # the group's pg_id values (pg_status is keyed by them), added in record order
+
+
 @dataclass
 class Dump:
     path: str
     rank: int
     version: str | None  # None: a 2.2 dump (bare list, no version key)
     form: str  # "pickle" or "json"
-    entries: list[Entry]
+    groups: dict[str, Ops]  # by process-group name, in the order the entries first name them
+    last: list[int]  # positions of the last entries by record id: where a rank that stopped was
+    size: int  # how many entries
+    backend: str | None  # the first entry's backend that names one ("nccl", "gloo")
+    wrapped: bool  # the ring buffer has overwritten older entries (record ids count from 0 on every rank)
     pg_config: dict[str, Any] = field(default_factory=dict)
     pg_status: dict[str, Any] = field(default_factory=dict)
     comm_lib_version: str | None = None
+    raw: list[Any] = field(default_factory=list, repr=False)  # the entries as unpickled (plain containers)
+    built: list[Entry] | None = field(default=None, repr=False)  # all entries in full, once asked for
+
+    def entry(self, pos: int) -> Entry:
+        """The entry at a position of the dump, in full (made from the unpickled entry each time)."""
+        return self.built[pos] if self.built is not None else _entry(self.raw[pos], self.rank, pos)
 
     @property
-    def backend(self) -> str | None:
-        for e in self.entries:
-            if e.backend:
-                return e.backend
-        return None
+    def entries(self) -> list[Entry]:
+        """Every entry in full, in the dump's order (made the first time it is asked for)."""
+        if self.built is None:
+            self.built = [_entry(raw, self.rank, i) for i, raw in enumerate(self.raw)]
+        return self.built
 
-    @cached_property
-    def wrapped(self) -> bool:
-        """The ring buffer has overwritten older entries (record ids count from 0 on every rank)."""
-        return bool(self.entries) and min(e.record_id for e in self.entries) > 0
+    @property
+    def tail(self) -> list[Entry]:
+        return [self.entry(i) for i in self.last]
 
     @cached_property
     def by_group(self) -> dict[str, list[Entry]]:
-        """Each process group's entries, in record order (made once: every group's join reads it)."""
+        """Each process group's entries in full, in record order."""
         out: dict[str, list[Entry]] = {}
-        for e in self.entries:
-            es = out.get(e.group)
-            if es is None:
-                out[e.group] = es = []
-            es.append(e)
-        for es in out.values():
-            es.sort(key=_RECORD_ID)  # already in order as the writers dump them: one linear pass
-        return out
+        for e in sorted(self.entries, key=_RECORD_ID):
+            out.setdefault(e.group, []).append(e)
+        return {name: out.get(name, []) for name in self.groups}
 
 
 _RECORD_ID = attrgetter("record_id")
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -326,46 +354,170 @@ def _entry(raw: Any, rank: int, index: int) -> Entry:
     )
 
 
-def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -> Dump:
-    """A dump from its bytes: a pickle (any version) or the JSON form. `rank` defaults to the content's."""
-    head = data[:1]
-    if head == b"\x80":
-        obj, form = safe_loads(data), "pickle"
-    elif data.lstrip()[:1] in (b"{", b"["):
+def _decode(data: bytes) -> tuple[Any, str]:
+    if data[:1] == b"\x80":
+        return safe_loads(data), "pickle"
+    if data.lstrip()[:1] in (b"{", b"["):
         try:
-            obj, form = json.loads(data), "json"
+            return json.loads(data), "json"
         except (ValueError, RecursionError) as exc:
             raise DumpError(f"not valid JSON ({exc})") from None
-    elif not data:
+    if not data:
         raise DumpError("empty file")
-    else:
-        raise DumpError("not a flight-recorder dump (neither a pickle nor JSON)")
+    raise DumpError("not a flight-recorder dump (neither a pickle nor JSON)")
+
+
+def _unwrap(obj: Any) -> tuple[str | None, list[Any], dict[Any, Any]]:
+    """(version, raw entries, top-level dict) of any dump version."""
     if isinstance(obj, list):  # 2.2
-        version, raw_entries, top = None, obj, {}
-    elif isinstance(obj, dict):
-        if "entries" not in obj and "version" not in obj:
-            raise DumpError("not a flight-recorder dump (no 'version' or 'entries' key)")
-        top = obj
-        version = str(obj["version"]) if obj.get("version") is not None else None
-        raw_entries = obj.get("entries") or []  # the JSON writer leaves the key out when there are no entries
-        if not isinstance(raw_entries, list):
-            raise DumpError("'entries' is not a list")
-    else:
+        return None, obj, {}
+    if not isinstance(obj, dict):
         raise DumpError(f"not a flight-recorder dump (a {type(obj).__name__})")
+    if "entries" not in obj and "version" not in obj:
+        raise DumpError("not a flight-recorder dump (no 'version' or 'entries' key)")
+    version = str(obj["version"]) if obj.get("version") is not None else None
+    raw_entries = obj.get("entries") or []  # the JSON writer leaves the key out when there are no entries
+    if not isinstance(raw_entries, list):
+        raise DumpError("'entries' is not a list")
+    return version, raw_entries, obj
+
+
+def parse_dump(data: bytes, *, path: str = "<bytes>", rank: int | None = None) -> Dump:
+    """A dump from its bytes: a pickle (any version) or the JSON form. `rank` defaults to the content's."""
+    obj, form = _decode(data)
+    version, raw_entries, top = _unwrap(obj)
     if rank is None:
         # No writer that was read records the global rank; accept it when a wrapper adds it.
         rank = _int(top.get("rank")) if "rank" in top else _int(top.get("global_rank"))
     if rank is None:
         raise DumpError("cannot tell the rank: name the file <prefix><rank>")
-    entries = [_entry(raw, rank, i) for i, raw in enumerate(raw_entries)]
+    index = _fast_index(raw_entries)
+    built = None
+    if index is None:  # an older version or odd values: every entry through the lenient reader
+        built = [_entry(raw, rank, i) for i, raw in enumerate(raw_entries)]
+        index = _index_entries(built)
     raw_config, raw_status = top.get("pg_config"), top.get("pg_status")
     pg_config: dict[Any, Any] = raw_config if isinstance(raw_config, dict) else {}
     pg_status: dict[Any, Any] = raw_status if isinstance(raw_status, dict) else {}
     clv = top.get("comm_lib_version")
-    return Dump(path=path, rank=rank, version=version, form=form, entries=entries,
+    return Dump(path=path, rank=rank, version=version, form=form, **index,
                 pg_config={str(k): v for k, v in pg_config.items()},
                 pg_status={str(k): v for k, v in pg_status.items()},
-                comm_lib_version=clv if isinstance(clv, str) else None)
+                comm_lib_version=clv if isinstance(clv, str) else None, raw=raw_entries, built=built)
+
+
+TAIL = 3  # a culprit's last entries shown
+
+
+def _call_key(call: Call) -> str:
+    """The repr of a call, interned so that the ranks' keys compare by identity.
+
+    Keys are made once per run of equal calls (`_runs`), so an op keyed like an equal one before it may differ
+    from it in type only (1024 and 1024.0): the join then sees the same call, as `_same_call` does, and the
+    report shows the op's own values (`Dump.entry`). Different calls always get different keys.
+    """
+    return sys.intern(repr(call))
+
+
+def _index_entries(entries: list[Entry]) -> dict[str, Any]:
+    """`Dump`'s index fields from full entries (the lenient reader's); `_fast_index` must give the same."""
+    order = sorted(range(len(entries)), key=lambda i: entries[i].record_id)
+    keys = _runs([(e.op, e.input_sizes, e.output_sizes, e.input_dtypes, e.output_dtypes) for e in entries], _call_key)
+    by_group: dict[str, list[int]] = {e.group: [] for e in entries}
+    for i in order:
+        by_group[entries[i].group].append(i)
+    groups = {name: Ops(
+        desc=next((entries[i].desc for i in ix if entries[i].desc != "undefined"), "undefined"),
+        record_id=[entries[i].record_id for i in ix], seq=[entries[i].seq for i in ix],
+        is_p2p=[entries[i].is_p2p for i in ix], call=[keys[i] for i in ix], pos=ix,
+        pg_ids={pid for pid in (entries[i].pg_id for i in ix) if pid is not None},
+    ) for name, ix in by_group.items()}
+    return {"groups": groups, "last": order[-TAIL:], "size": len(entries),
+            "backend": next((e.backend for e in entries if e.backend), None),
+            "wrapped": bool(entries) and entries[order[0]].record_id > 0}
+
+
+_FIELDS = itemgetter("record_id", "pg_id", "process_group", "collective_seq_id", "p2p_seq_id", "is_p2p",
+                     "profiling_name", "input_sizes", "output_sizes", "input_dtypes", "output_dtypes")
+
+
+def _only(values: Iterable[Any], *types: type) -> bool:
+    return set(map(type, values)) <= set(types)
+
+
+def _fast_index(raw: list[Any]) -> dict[str, Any] | None:
+    """`_index_entries` of well-formed entries (the writers' own, version 2.1 and later) read column by column.
+
+    Each pass over a whole column runs in C; None (the lenient path) for anything it does not cover: a missing
+    key, a value of another type, a process group that is not a (name, desc) pair.
+    """
+    try:
+        rows = list(map(_FIELDS, raw))  # a KeyError or TypeError for an entry that lacks a key or is no dict
+    except (KeyError, TypeError, IndexError):
+        return None
+    if not rows:
+        return None
+    rid, pgid, pg, coll, p2p, isp, name, isz, osz, idt, odt = map(list, zip(*rows, strict=True))
+    del rows
+    if not (_only(chain(rid, pgid, coll, p2p), int) and _only(isp, bool) and _only(name, str)
+            and _only(chain(isz, osz, idt, odt), list)):  # the types the lenient reader keeps as they are
+        return None
+    if _only(pg, list):  # the JSON form
+        pg = list(map(tuple, pg))
+    if not _only(pg, tuple) or not all(len(t) == 2 and _only(t, str) for t in dict.fromkeys(pg)):
+        return None
+    ops, backends = _ops_of(name)
+    n = len(raw)
+    order = range(n) if all(map(le, rid, islice(rid, 1, None))) else sorted(range(n), key=rid.__getitem__)
+    seq = coll if not any(isp) else [p if b else c for c, p, b in zip(coll, p2p, isp, strict=True)]
+    keys = _runs(list(zip(ops, isz, osz, idt, odt, strict=True)), _call_key)
+    groups = {gname: _ops_columns((rid, seq, isp, keys), pgid, pg, ix) for gname, ix in _split(order, pg).items()}
+    return {"groups": groups, "last": list(order[-TAIL:]), "size": n,
+            "backend": next((b for b in map(backends.get, name) if b), None), "wrapped": rid[order[0]] > 0}
+
+
+def _runs(values: list[Any], make: Callable[[Any], T]) -> list[T]:
+    """`make` of each value, called once per run of equal neighbours (found in C): consecutive ops mostly
+    repeat one call from one line of the training loop."""
+    n = len(values)
+    if not n:
+        return []
+    starts = [0, *compress(range(1, n), map(ne, values, islice(values, 1, None)))]
+    out: list[T] = []
+    for a, b in zip(starts, [*starts[1:], n], strict=True):
+        out += [make(values[a])] * (b - a)
+    return out
+
+
+def _ops_of(names: list[str]) -> tuple[list[str], dict[str, str | None]]:
+    """Each profiling name's op ("nccl:all_reduce" -> "all_reduce"), and each distinct name's backend."""
+    op_of: dict[str, str] = {}
+    backend_of: dict[str, str | None] = {}
+    for n in dict.fromkeys(names):
+        backend, colon, op = n.partition(":")
+        op_of[n], backend_of[n] = (op.strip(), backend) if colon else (n.strip(), None)
+    return list(map(op_of.__getitem__, names)), backend_of
+
+
+def _split(order: Sequence[int], pg: list[tuple[str, str]]) -> dict[str, Sequence[int]]:
+    """Each group's positions in record order; groups in the order the entries (as dumped) first name them."""
+    names = {t: t[0] for t in dict.fromkeys(pg)}
+    out: dict[str, list[int]] = {name: [] for name in names.values()}
+    if len(out) == 1:
+        return dict.fromkeys(out, order)
+    group_of = list(map(names.__getitem__, pg))
+    for i in order:
+        out[group_of[i]].append(i)
+    return dict(out)
+
+
+def _ops_columns(columns: tuple[list[Any], ...], pgid: list[int], pg: list[tuple[str, str]], ix: Sequence[int]) -> Ops:
+    if not (isinstance(ix, range) and len(ix) == len(pgid)):
+        columns = tuple([col[i] for i in ix] for col in columns)
+        pgid, pg = [pgid[i] for i in ix], [pg[i] for i in ix]
+    rid, seq, isp, keys = columns
+    desc = next((t[1] for t in dict.fromkeys(pg) if t[1] != "undefined"), "undefined")
+    return Ops(desc, rid, seq, isp, keys, list(ix), set(pgid))
 
 
 def read_dump(path: str | os.PathLike[str], rank: int | None = None) -> Dump:
@@ -402,21 +554,17 @@ def read_dumps(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Dump], lis
     dumps: dict[int, Dump] = {}
     problems: list[str] = []
     with paused_collector():
-        _read_all(paths, dumps, problems)
+        for p in expand_paths(paths):
+            try:
+                d = read_dump(p)
+            except DumpError as exc:
+                problems.append(f"{p}: {exc}")
+                continue
+            if d.rank in dumps:
+                problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
+                continue
+            dumps[d.rank] = d
         return [dumps[r] for r in sorted(dumps)], problems
-
-
-def _read_all(paths: Iterable[str | os.PathLike[str]], dumps: dict[int, Dump], problems: list[str]) -> None:
-    for p in expand_paths(paths):
-        try:
-            d = read_dump(p)
-        except DumpError as exc:
-            problems.append(f"{p}: {exc}")
-            continue
-        if d.rank in dumps:
-            problems.append(f"{p}: a second dump for rank {d.rank} (first: {dumps[d.rank].path}); ignored")
-            continue
-        dumps[d.rank] = d
 
 
 # --- analysis ------------------------------------------------------------------------------------------------
@@ -486,7 +634,7 @@ class Analysis:
     def to_dict(self) -> dict[str, Any]:
         return {
             "dumps": [{"path": d.path, "rank": d.rank, "version": d.version, "form": d.form,
-                       "backend": d.backend, "entries": len(d.entries), "wrapped": d.wrapped} for d in self.dumps],
+                       "backend": d.backend, "entries": d.size, "wrapped": d.wrapped} for d in self.dumps],
             "hangs": [h.to_dict() for h in self.hangs],
             "mismatches": [m.to_dict() for m in self.mismatches],
             "problems": self.problems,
@@ -524,16 +672,22 @@ class _Group:
 def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> list[_Group]:
     seen: dict[str, str] = {}
     for d in dumps:
-        for name, es in d.by_group.items():
+        for name, ops in d.groups.items():
             if seen.get(name, "undefined") == "undefined":
-                seen[name] = next((e.desc for e in es if e.desc != "undefined"), "undefined")
+                seen[name] = ops.desc
     configured: dict[str, set[int]] = {}
+    done: set[tuple[str, str]] = set()  # every rank's pg_config repeats the same strings: each is parsed once
     for d in dumps:
         for key, info in d.pg_config.items():
             if not isinstance(info, dict):
                 continue
             name = str(info.get("name", key)) or key
-            ranks = _parse_ranks(info.get("ranks"))
+            value = info.get("ranks")
+            if isinstance(value, str):
+                if (name, value) in done:
+                    continue
+                done.add((name, value))
+            ranks = _parse_ranks(value)
             if ranks and name:
                 configured.setdefault(name, set()).update(ranks)
     present = [d.rank for d in dumps]
@@ -549,7 +703,7 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
         if name == "0" or desc == "default_pg":
             members, how = world, (f"--world-size {world_size}" if world_size else f"ranks 0-{world[-1]} (the highest rank with a dump)" if world else "")
         else:
-            members = sorted({d.rank for d in dumps if name in d.by_group})
+            members = sorted({d.rank for d in dumps if name in d.groups})
             how = "the ranks that recorded it; a member that never did is not seen"
         if all(d.version is None for d in dumps):
             why = "2.2 dumps have no pg_config"
@@ -558,6 +712,10 @@ def _groups(dumps: list[Dump], world_size: int | None, problems: list[str]) -> l
         problems.append(f"members of {group_label(name, desc)} rebuilt from the entries ({why}): {how}")
         out.append(_Group(name, desc, members))
     return out
+
+
+def _op(d: Dump, ops: Ops, i: int) -> Entry:
+    return d.entry(ops.pos[i])
 
 
 def _signature(e: Entry) -> tuple[Any, ...]:
@@ -609,7 +767,7 @@ def _compare(group: _Group, seq: int, p2p: bool, at: dict[int, Entry]) -> Mismat
     return Mismatch(group.name, group.desc, seq, p2p, what, list(sides.values()))
 
 
-def _completed(d: Dump, es: list[Entry], seq: int) -> bool | None:
+def _completed(d: Dump, ops: Ops, seq: int) -> bool | None:
     """Did this rank finish `seq` of the group? None: the dump cannot tell.
 
     NCCL entries say it (`state` is "completed" once the watchdog saw the work end). Gloo's do not: they stay
@@ -618,12 +776,13 @@ def _completed(d: Dump, es: list[Entry], seq: int) -> bool | None:
     """
     if d.backend == "gloo":
         return None
-    at = [e for e in es if e.seq == seq]
-    if at and at[-1].state == "completed":
+    last = _last_index(ops.seq, seq)  # the group's last op with that sequence number, collective or p2p
+    state = d.entry(ops.pos[last]).state if last is not None else None
+    if state == "completed":
         return True
-    if at and at[-1].state in ("scheduled", "started"):
+    if state in ("scheduled", "started"):
         return False
-    for pid in {e.pg_id for e in es if e.pg_id is not None}:
+    for pid in ops.pg_ids:
         st = d.pg_status.get(str(pid))
         if isinstance(st, dict):
             done = _int(st.get("last_completed_collective"))
@@ -632,29 +791,73 @@ def _completed(d: Dump, es: list[Entry], seq: int) -> bool | None:
     return None
 
 
-def _last_entries(d: Dump | None, n: int = 3) -> list[Entry]:
-    if d is None:
-        return []
-    return sorted(d.entries, key=lambda e: e.record_id)[-n:]
+def _last_entries(d: Dump | None) -> list[Entry]:
+    return list(d.tail) if d is not None else []
+
+
+def _last_index(values: list[int], value: int) -> int | None:
+    try:
+        return len(values) - 1 - values[::-1].index(value)
+    except ValueError:
+        return None
+
+
+_NO_OPS = Ops("undefined", [], [], [], [], [], set())
+
+
+def _collectives(ops: Ops) -> dict[int, int]:
+    """Sequence number -> position of the rank's first collective with it (p2p ops and numbers <= 0 left out)."""
+    seq = ops.seq
+    if seq and seq[0] > 0 and not any(ops.is_p2p) and all(map(lt, seq, islice(seq, 1, None))):
+        return dict(zip(seq, range(len(seq)), strict=True))  # the usual case, built in C: increasing, no p2p
+    mine: dict[int, int] = {}
+    for i, (s, p2p) in enumerate(zip(seq, ops.is_p2p, strict=True)):
+        if not p2p and s > 0 and s not in mine:
+            mine[s] = i
+    return mine
+
+
+def _first_mismatch(group: _Group, present: list[int], dumps: dict[int, Dump], allg: dict[int, Ops],
+                    per: dict[int, dict[int, int]]) -> Mismatch | None:
+    """Each op's call key compared with the first holder's (by rank) in one pass; only a sequence number where
+    one differs is looked at closely. After the first mismatch the ranks are out of step: later ones are
+    consequences."""
+    reference: dict[int, str] = {}
+    differ: set[int] = set()
+    recent: list[int] = []
+    for r in present:
+        mine, call = per[r], allg[r].call
+        # Most ranks recorded the very same ops as one just compared (two list comparisons in C): nothing new.
+        if any(call == allg[q].call and (mine is per[q] or mine == per[q]) for q in recent):
+            continue
+        recent = [r, *recent[:3]]
+        for s, i in mine.items():
+            k = call[i]
+            f = reference.setdefault(s, k)
+            if f is not k and f != k:
+                differ.add(s)
+    for s in sorted(differ):
+        m = _compare(group, s, False, {r: _op(dumps[r], allg[r], per[r][s]) for r in present if s in per[r]})
+        if m:
+            return m
+    return None
 
 
 def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     """The group's collectives joined on collective_seq_id (point-to-point ops: `_join_p2p`)."""
     members = group.members
-    per: dict[int, dict[int, Entry]] = {}
-    allg: dict[int, list[Entry]] = {}
+    per: dict[int, dict[int, int]] = {}
+    allg: dict[int, Ops] = {}
+    before, shared = _NO_OPS, {}
     for r in members:
         d = dumps.get(r)
         if d is None:
             continue
-        es = d.by_group.get(group.name, [])
-        allg[r] = es
-        per[r] = mine = {}
-        for e in es:
-            if not e.is_p2p:
-                seq = e.collective_seq_id
-                if seq > 0 and seq not in mine:
-                    mine[seq] = e
+        allg[r] = ops = d.groups.get(group.name, _NO_OPS)
+        # Ranks in step hold the same sequence numbers at the same positions: one map serves them all.
+        if before is _NO_OPS or ops.seq != before.seq or ops.is_p2p != before.is_p2p:
+            shared = _collectives(ops)
+        per[r], before = shared, ops
     absent = [r for r in members if r not in dumps]
     present = [r for r in members if r in dumps]
     if not present or not any(per.get(r) for r in present):
@@ -673,28 +876,16 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
             return
     hi = {r: max(per[r]) if per.get(r) else 0 for r in present}
     lo = {r: min(per[r]) if per.get(r) else 0 for r in present}
-
-    # Mismatches over the sequence numbers the holders still have: each entry is compared with the first
-    # holder's (by rank) in one pass, and only a sequence number where one differs is looked at closely.
-    reference: dict[int, Entry] = {}
-    differ: set[int] = set()
-    for r in present:
-        for s, e in per.get(r, {}).items():
-            f = reference.setdefault(s, e)
-            if f is not e and not _same_call(e, f):
-                differ.add(s)
-    for s in sorted(differ):
-        m = _compare(group, s, False, {r: per[r][s] for r in present if s in per.get(r, {})})
-        if m:
-            out.mismatches.append(m)
-            break  # after the first mismatch the ranks are out of step: later ones are consequences
+    m = _first_mismatch(group, present, dumps, allg, per)
+    if m:
+        out.mismatches.append(m)
 
     low, high = min(hi.values()), max(hi.values())
     if low < high:
         seq = low + 1
         missing = sorted(r for r in present if hi[r] < seq)
         waiting = sorted(r for r in present if hi[r] >= seq)
-        holders = {r: per[r][seq] for r in waiting if seq in per[r]}
+        holders = {r: _op(dumps[r], allg[r], per[r][seq]) for r in waiting if seq in per[r]}
         if not holders:
             out.undecided.append(label)
             out.problems.append(
@@ -721,7 +912,7 @@ def _join(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     seq = low
     if seq <= 0:
         return
-    holders = {r: per[r][seq] for r in present if seq in per[r]}
+    holders = {r: _op(dumps[r], allg[r], per[r][seq]) for r in present if seq in per[r]}
     states = {r: _completed(dumps[r], allg[r], seq) for r in present}
     finished = [r for r, v in states.items() if v is True]
     held = holders[min(holders)] if holders else None
@@ -775,9 +966,10 @@ def _join_p2p(group: _Group, dumps: dict[int, Dump], out: Analysis) -> None:
     unpaired = 0
     for r in group.members:
         d = dumps.get(r)
-        if d is None:
+        mine = d.groups.get(group.name) if d is not None else None
+        if d is None or mine is None or not any(mine.is_p2p):
             continue
-        for e in (e for e in d.by_group.get(group.name, ()) if e.is_p2p):
+        for e in (_op(d, mine, i) for i, p2p in enumerate(mine.is_p2p) if p2p):
             channel = _p2p_channel(e, group)
             if channel is None:
                 unpaired += 1
@@ -831,7 +1023,7 @@ def analyze(dumps: Sequence[Dump], *, world_size: int | None = None, problems: S
         out.problems.append("no readable dump")
         return out
     for d in dumps:
-        if not d.entries:
+        if not d.size:
             out.problems.append(f"{d.path}: rank {d.rank}'s dump holds no entries (flight recorder off? TORCH_FR_BUFFER_SIZE=0)")
     for g in _groups(list(dumps), world_size, out.problems):
         _join(g, by_rank, out)

@@ -268,3 +268,146 @@ def test_entries_out_of_record_order_are_joined_in_order(tmp_path):
     [h] = flight.analyze(dumps, problems=problems).hangs
     assert (h.missing_ranks, h.seq_id, h.op) == ([1], 4, "all_reduce")
     assert [e.record_id for e in dumps[0].by_group["0"]] == [0, 1, 2, 3]
+
+
+# --- the compact store: join keys in columns, full entries only for what a report shows ----------------------
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """Times are printed in local time: pin it, as analyses.json was written."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_same_analyses_as_before_the_compact_store(utc):
+    """analyses.json holds what the analysis said on the fixtures when it still built an Entry per op (the
+    commit before the compact store): the same hangs, mismatches, last entries, text, to the character."""
+    expected = json.loads((FIX / "analyses.json").read_text())
+    assert len(expected) == 7
+    for name, case in expected.items():
+        a = flight.analyze_paths([FIX / p for p in case["paths"]], world_size=case["world_size"])
+        doc = json.loads(json.dumps(a.to_dict(), default=str))
+        for d in doc["dumps"]:
+            d["path"] = os.path.basename(d["path"])
+        assert doc == case["analysis"], name
+        assert flight.format_text(a) == case["text"], name
+
+
+def _from_full_entries(d: flight.Dump) -> flight.Dump:
+    """The same dump with its index made from full entries (the lenient reader's path)."""
+    import dataclasses
+
+    return dataclasses.replace(d, **flight._index_entries(d.entries))
+
+
+def _index_fields(d: flight.Dump) -> tuple:
+    return (d.groups, [e.to_dict() for e in d.tail], d.size, d.backend, d.wrapped)
+
+
+def assert_same_as_full_entries(dumps: list[flight.Dump]) -> None:
+    """Columns read straight from the entries equal the columns made from Entry objects, and so do analyses."""
+    lenient = [_from_full_entries(d) for d in dumps]
+    for d, e in zip(dumps, lenient, strict=True):
+        assert _index_fields(d) == _index_fields(e), d.path
+    assert flight.analyze(dumps).to_dict() == flight.analyze(lenient).to_dict()
+
+
+def _random_job(seed: int) -> list[flight.Dump]:
+    """Constructed dumps (make_fixtures' writer keys): two groups, p2p ops with and without peers, ranks that
+    stop early, wrapped or reordered buffers, a size or dtype mismatch, the JSON form."""
+    import random
+
+    mf, rng = _fixture_module(), random.Random(seed)
+    v, n = rng.choice(["2.1", "2.4", "2.10"]), rng.randint(2, 5)
+    groups = [("0", "default_pg", list(range(n))), ("1", rng.choice(["pair", "undefined"]), sorted(rng.sample(range(n), 2)))]
+    ops = [(rng.randrange(2), rng.choice(["all_reduce", "broadcast", "gather", "p2p"]), rng.choice([[[1024]], [[8, 8]]]))
+           for _ in range(rng.randint(1, 25))]
+    dumps = []
+    for r in range(n):
+        es, seqs = [], {"0": 0, "1": 0, "p0": 0, "p1": 0}
+        for i, (g, op, sizes) in enumerate(ops[:len(ops) if rng.random() < 0.7 else rng.randint(0, len(ops))]):
+            name, desc, members = groups[g]
+            if r not in members:
+                continue
+            if op == "p2p":
+                me, peer = members.index(r), (members.index(r) + 1) % len(members)
+                seqs["p" + name] += 1
+                op = rng.choice([f"send {me}->{peer}", f"recv {me}<-{peer}", "coalesced"])
+                es.append(mf.entry(v, len(es), seqs[name], op, p2p_seq=seqs["p" + name], is_p2p=True, t=i, pg=(name, desc),
+                                   state=rng.choice(["completed", "started"])))
+                continue
+            seqs[name] += 1
+            odd = seed % 3 == 0 and r == 1 and i == len(ops) // 2
+            es.append(mf.entry(v, len(es), seqs[name], op, sizes=([[7]], [[7]]) if odd else (sizes, sizes),
+                               dtype="Half" if odd and seed % 2 else "Float", t=i, pg=(name, desc), line=80 + i % 2,
+                               state=rng.choice(["completed", "started", "scheduled"])))
+        if len(es) > 3 and rng.random() < 0.2:
+            es = es[rng.randint(1, len(es) - 2):]  # the ring buffer wrapped
+        if rng.random() < 0.15:
+            es.reverse()
+        top = mf.top(v, list(range(n)), es) if es else {"version": v, "entries": []}
+        if v == "2.4" and rng.random() < 0.5:
+            data = json.dumps({**top, "entries": [{k: list(x) if isinstance(x, tuple) else x for k, x in e.items()
+                                                   if k != "frames"} for e in es]}).encode()
+        else:
+            data = pickle.dumps(top, protocol=2)
+        dumps.append(flight.parse_dump(data, path=f"fr_{r}", rank=r))
+    return dumps
+
+
+def test_compact_store_equals_full_entries_on_the_fixtures():
+    for sub in ("v2_10", "v2_4_json", "v2_1", "v2_2", "wrap"):
+        dumps, problems = flight.read_dumps([FIX / sub])
+        assert not problems
+        assert_same_as_full_entries(dumps)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_compact_store_equals_full_entries_on_constructed_jobs(seed):
+    assert_same_as_full_entries(_random_job(seed))
+
+
+def test_the_column_reader_covers_the_writers_dumps():
+    """Dumps of version 2.1 and later, pickled or JSON, are read column by column; 2.2's bare lists are not."""
+    def fast(path: Path) -> bool:
+        obj = json.loads(path.read_bytes()) if path.suffix == ".json" else flight.safe_loads(path.read_bytes())
+        return flight._fast_index(obj["entries"] if isinstance(obj, dict) else obj) is not None
+
+    assert all(fast(p) for sub in ("v2_10", "v2_1", "wrap", "v2_4_json") for p in (FIX / sub).iterdir())
+    assert not any(fast(p) for p in (FIX / "v2_2").iterdir())
+
+
+@pytest.mark.parametrize("key,value,columns", [
+    ("collective_seq_id", True, False), ("record_id", "3", False), ("process_group", ["0"], False),
+    ("frames", [{"filename": "/job/train.py", "line": 80.0}], True), ("input_dtypes", None, False),
+    ("input_sizes", ((1024,),), False), ("input_sizes", [[1024.0]], True), ("input_sizes", [[True]], True),
+])
+def test_odd_values_give_the_same_analysis(key, value, columns):
+    """A value of another type than the writers' (a hand-edited dump) gives the same analysis as full entries:
+    the column reader leaves to the lenient per-entry reader what it does not cover; sizes of other numbers
+    ([[1024.0]], [[True]]) equal to the op's before it are read as the same call, as `_same_call` says."""
+    mf = _fixture_module()
+    dumps = []
+    for r in range(3):
+        es = [mf.entry("2.10", i, i + 1, "all_reduce", t=i, line=80) for i in range(4 if r != 1 else 3)]
+        if r != 2:
+            es[-1][key] = value
+        raw = mf.top("2.10", [0, 1, 2], es)
+        assert (flight._fast_index(raw["entries"]) is not None) == (columns or r == 2)
+        dumps.append(flight.parse_dump(pickle.dumps(raw, protocol=2), path=f"fr_{r}", rank=r))
+    assert_same_as_full_entries(dumps)
+
+
+def test_full_entries_only_on_demand():
+    d = flight.read_dump(FIX / "v2_10" / "nccl_trace_rank_0")
+    assert d.built is None  # read column by column: no Entry per op was made
+    assert d.groups["0"].seq == [1, 2, 3, 4, 5, 6] and d.groups["0"].pos == [0, 1, 2, 3, 4, 5]
+    assert [e.record_id for e in d.tail] == [3, 4, 5] and d.tail[-1].where() == "train.py:92"
+    assert d.entry(4).to_dict() == d.entries[4].to_dict() and d.entries[4].where() == "train.py:88"
+    assert d.size == len(d.entries) == 6
