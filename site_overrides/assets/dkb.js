@@ -160,7 +160,11 @@
   };
 
   Engine.prototype.pastedLine = function (raw) { // matcher._pasted_line
-    var line = this.stripPrefixes(this.normalizeLine(raw));
+    return this.pastedFrom(this.stripPrefixes(this.normalizeLine(raw)));
+  };
+
+  // The rest of pastedLine, from its first step's line (a fresh object: it may be returned as it is).
+  Engine.prototype.pastedFrom = function (line) {
     var inner = this.normalizeLine(line.text);
     if (inner !== line.text) {
       var again = this.stripPrefixes(inner);
@@ -288,7 +292,13 @@
     top = top === undefined ? 5 : top;
     var rawLines = splitlines(String(text)).slice(0, cfg.max_block_lines);
     if (!rawLines.length) rawLines.push("");
-    var lines = rawLines.map(function (r) { return self.stripPrefixes(r); });
+    // A line repeated in the block (every rank prints it) is read once; each pass below memoizes the same way.
+    var stripped = new Map();
+    var lines = rawLines.map(function (r) {
+      var line = stripped.get(r);
+      if (line === undefined) stripped.set(r, line = self.stripPrefixes(r));
+      return line;
+    });
     var found = new Map(), matched = new Set(), i;
 
     function scoreFor(spec) { return Math.min(99, 55 + Math.floor(spec / 2)); }
@@ -317,7 +327,8 @@
       var joined = lines[i].text + " " + lines[i + 1].text;
       this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
     }
-    if (!found.size) this._normalizedPass(rawLines, lines, consider, found);
+    var pres = [];
+    if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
     if (!found.size && this.fuzzy) {
       // Only when no signature matched: a line close to a known wording, then a bare exception class. Their
       // scores (fuzzy 1-24, evidence 1-10) stay below every signature hit's, and their tiers rank after.
@@ -327,7 +338,7 @@
         found.set(e.id, { id: e.id, title: e.title, phase: e.phase, severity: e.severity, score: score, role: role,
                           signature: signature, text: lineText, fix: e.fix, specificity: 0, line_number: number,
                           retry: e.retry, blame: e.blame, tier: tier });
-      });
+      }, lines.map(function (l) { return l.text; }), pres);
     }
     var order = this.tierOrder;
     var ranked = Array.from(found.values());
@@ -340,9 +351,22 @@
     return ranked.slice(0, Math.max(top, 0));
   };
 
-  Engine.prototype._normalizedPass = function (rawLines, exact, consider, found) { // matcher._normalized_pass
-    var self = this, cfg = this.cfg, N = "normalized", i;
-    var lines = rawLines.map(function (r) { return self.pastedLine(r); });
+  // pres[i] is set to the text of pastedLine's first step for rawLines[i], which the fuzzy tier reads too.
+  Engine.prototype._normalizedPass = function (rawLines, exact, consider, found, pres) { // matcher._normalized_pass
+    var self = this, cfg = this.cfg, N = "normalized", i, memo = new Map();
+    var lines = rawLines.map(function (r, k) {
+      var done = memo.get(r);
+      if (done === undefined) {
+        var normal = self.normalizeLine(r);
+        // Nothing to undo: the first step's line is the exact pass's (stripPrefixes is a function of the text).
+        var first = normal === r ? { text: exact[k].text, rank: exact[k].rank, host: exact[k].host,
+                                     prefixes: exact[k].prefixes.slice() } : self.stripPrefixes(normal);
+        var firstText = first.text;
+        memo.set(r, done = [self.pastedFrom(first), firstText]);
+      }
+      pres[k] = done[1];
+      return done[0];
+    });
     var matched = new Set();
     for (i = 0; i < lines.length; i++) {
       if (lines[i].text === exact[i].text) continue;
@@ -588,14 +612,25 @@
     });
   };
 
-  Fuzzy.prototype.skeleton = function (raw) { // fuzzy.skeleton
-    var stripped = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text;
+  // `pre` is engine.stripPrefixes(engine.normalizeLine(raw)).text, `text` engine.stripPrefixes(raw).text: the
+  // block's passes have both for every line already, and hand them in.
+  Fuzzy.prototype.skeleton = function (raw, pre) { // fuzzy.skeleton
+    var stripped = pre === undefined ? this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text : pre;
     return pyStrip(this.mask(stripped).replace(PYWS_RUN, " ")).toLowerCase();
   };
 
-  Fuzzy.prototype.informational = function (raw) { // fuzzy.informational
-    var text = codePoints(this.engine.stripPrefixes(raw).text);
-    return this.infoRe.test(fromCodePoints(text, 0, Math.min(text.length, this.data.level_reach)));
+  var SURROGATE = /[\ud800-\udfff]/;
+
+  Fuzzy.prototype.informational = function (raw, text) { // fuzzy.informational
+    if (text === undefined) text = this.engine.stripPrefixes(raw).text;
+    var reach = this.data.level_reach;
+    if (SURROGATE.test(text)) {
+      var cps = codePoints(text);
+      text = fromCodePoints(cps, 0, Math.min(cps.length, reach));
+    } else {
+      text = text.slice(0, reach); // one code unit per code point
+    }
+    return this.infoRe.test(text);
   };
 
   Fuzzy.prototype.comparable = function (sk) {
@@ -678,10 +713,15 @@
     return ranked[0][1] - runnerUp >= this.data.margin ? ranked[0] : null;
   };
 
-  Fuzzy.prototype.answerRaw = function (raw) { // FuzzyIndex.answer_raw
-    if (this.informational(raw)) return null;
-    var sk = this.skeleton(raw);
-    return this.comparable(sk) ? this.answer(sk) : null;
+  // `memo` (optional) keeps each distinct skeleton's answer: logs repeat a line with other numbers in it (every
+  // step, every rank), and its masked skeleton is the same, so it is scored once.
+  Fuzzy.prototype.answerRaw = function (raw, text, pre, memo) { // FuzzyIndex.answer_raw
+    if (this.informational(raw, text)) return null;
+    var sk = this.skeleton(raw, pre);
+    if (memo && memo.has(sk)) return memo.get(sk);
+    var hit = this.comparable(sk) ? this.answer(sk) : null;
+    if (memo) memo.set(sk, hit);
+    return hit;
   };
 
   Fuzzy.prototype.exceptionType = function (text) { // normalize.exception_type
@@ -689,8 +729,9 @@
     return m ? m.groups.type : null;
   };
 
-  Fuzzy.prototype.evidenceFor = function (raw) { // FuzzyIndex.evidence_for
-    var text = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text.replace(/[ .:]+$/, "");
+  Fuzzy.prototype.evidenceFor = function (raw, pre) { // FuzzyIndex.evidence_for
+    if (pre === undefined) pre = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text;
+    var text = pre.replace(/[ .:]+$/, "");
     var exc = this.exceptionType(text);
     if (exc === null || text !== exc) return null;
     return this.evidence.get(exc) || null;
@@ -701,24 +742,27 @@
     return Math.max(1, Math.min(top, pyRound(1 + (top - 1) * (similarity - t) / span)));
   };
 
-  Fuzzy.prototype.pass = function (rawLines, offer) { // matcher._fuzzy_pass
-    var self = this, engine = this.engine, found = 0, memo = new Map();
+  // texts[i] and pres[i] (optional): rawLines[i]'s text as the exact and the normalized passes read it.
+  Fuzzy.prototype.pass = function (rawLines, offer, texts, pres) { // matcher._fuzzy_pass
+    var self = this, engine = this.engine, found = 0, memo = new Map(), bySkeleton = new Map();
+    texts = texts || rawLines.map(function (raw) { return engine.stripPrefixes(raw).text; });
+    pres = pres || [];
     rawLines.forEach(function (raw, i) {
-      var hit = memo.has(raw) ? memo.get(raw) : self.answerRaw(raw);
-      memo.set(raw, hit); // the same line gets the same answer: a repeated line is scored once
+      // the same line gets the same answer: a repeated line is scored once
+      var hit = memo.has(raw) ? memo.get(raw) : self.answerRaw(raw, texts[i], pres[i], bySkeleton);
+      memo.set(raw, hit);
       if (hit === null) return;
       var known = self.known[hit[0]];
-      offer(engine.entries[known.entry], engine.stripPrefixes(raw).text, i + 1, "fuzzy", self.fuzzyScore(hit[1]),
-            known.text, known.role);
+      offer(engine.entries[known.entry], texts[i], i + 1, "fuzzy", self.fuzzyScore(hit[1]), known.text, known.role);
       found += 1;
     });
     if (found) return;
     var seen = new Map();
     rawLines.forEach(function (raw, i) {
-      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw);
+      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw, pres[i]);
       seen.set(raw, entries);
       if (entries === null) return;
-      var text = engine.stripPrefixes(raw).text;
+      var text = texts[i];
       entries.forEach(function (k, rank) {
         offer(engine.entries[k], text, i + 1, "evidence", self.data.evidence_score - rank, self.exceptionType(text) || "",
               "initiating");
