@@ -106,6 +106,9 @@
     this._lowWords = null;
     this._stamp = 0;
     this.alwaysAny = this.always.size ? new RegExp(Array.from(this.always.keys()).map(escapeRegex).join("|")) : null;
+    this.alwaysLongest = 0;
+    this.always.forEach(function (sigs, anchor) { self.alwaysLongest = Math.max(self.alwaysLongest, anchor.length); });
+    this._info = null; // per block: what candidates() needs of each distinct line text (see lineInfo)
     this.tierOrder = new Map((cfg.tiers || ["exact", "normalized"]).map(function (t, n) { return [t, n]; }));
     this.fuzzy = data.fuzzy ? new Fuzzy(this, data.fuzzy) : null;
   }
@@ -187,10 +190,17 @@
   function escapeRegex(s) { return s.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&"); }
 
   Engine.prototype.candidates = function (text) { // KbIndex.candidates
+    var words = [];
+    eachWord(text, function (w) { words.push(w); });
+    return this.candidatesOf(text, words, this.alwaysAny !== null && this.alwaysAny.test(text));
+  };
+
+  // candidates(text), given text's words in order and whether an anchor with no word of its own is in it.
+  Engine.prototype.candidatesOf = function (text, textWords, anyAlways) {
     var stamp = ++this._stamp, checked = [], words = this.words;
-    eachWord(text, function (w) {
-      var bucket = words.get(w);
-      if (!bucket) return;
+    for (var n = 0; n < textWords.length; n++) {
+      var bucket = words.get(textWords[n]);
+      if (!bucket) continue;
       for (var i = 0; i < bucket.length; i++) {
         var sig = bucket[i];
         if (sig.stamp === stamp) continue;
@@ -199,9 +209,9 @@
           if (text.indexOf(sig.anchors[k]) >= 0) { checked.push(sig); break; }
         }
       }
-    });
+    }
     // Anchors with no word of their own: one regex says whether any is in the line, as RE2's set does.
-    if (this.alwaysAny !== null && this.alwaysAny.test(text)) {
+    if (anyAlways) {
       this.always.forEach(function (sigs, anchor) {
         if (text.indexOf(anchor) < 0) return;
         for (var i = 0; i < sigs.length; i++) if (sigs[i].stamp !== stamp) { sigs[i].stamp = stamp; checked.push(sigs[i]); }
@@ -211,9 +221,63 @@
   };
 
   Engine.prototype.matchLine = function (text) {
-    var hits = this.candidates(text), out = [];
+    return this.testAll(text, this._info === null ? this.candidates(text) : this.lineCandidates(text));
+  };
+
+  Engine.prototype.testAll = function (text, hits) {
+    var out = [];
     for (var i = 0; i < hits.length; i++) if (hits[i].regex.test(text)) out.push(hits[i]);
     return out;
+  };
+
+  // A block's passes match each line, each pair of lines and each soft-wrap window of lines: the words of each
+  // distinct line text are found once, and those of a join are put together from its lines' (a join with no
+  // space between two word characters makes one word of the two ends). Whether a join holds an anchor with no
+  // word of its own is asked of its lines (cached) and of the few characters around each seam.
+  var STARTS_WORD = /^[\p{L}\p{N}_]/u, ENDS_WORD = /[\p{L}\p{N}_]$/u;
+
+  Engine.prototype.lineInfo = function (text) {
+    var info = this._info.get(text);
+    if (info === undefined) {
+      var words = [];
+      eachWord(text, function (w) { words.push(w); });
+      info = { words: words, starts: STARTS_WORD.test(text), ends: ENDS_WORD.test(text),
+               always: this.alwaysAny !== null && this.alwaysAny.test(text) };
+      this._info.set(text, info);
+    }
+    return info;
+  };
+
+  Engine.prototype.lineCandidates = function (text) {
+    var info = this.lineInfo(text);
+    return this.candidatesOf(text, info.words, info.always);
+  };
+
+  // Candidates of parts[0] + glues[0] + parts[1] + ... (= joined); each glue is "" or " ".
+  Engine.prototype.joinedCandidates = function (parts, glues, joined) {
+    var words = [], pending = null, endsWord = false, anyAlways = false, at = 0, reach = this.alwaysLongest;
+    for (var k = 0; k < parts.length; k++) {
+      var info = this.lineInfo(parts[k]), ws = info.words, glue = k ? glues[k - 1] : "";
+      if (k && this.alwaysAny !== null && !anyAlways) {
+        anyAlways = this.alwaysAny.test(joined.slice(Math.max(0, at - reach + 1), at + glue.length + reach - 1));
+      }
+      if (info.always) anyAlways = true;
+      var merge = glue === "" && endsWord && info.starts;
+      for (var j = 0; j < ws.length; j++) {
+        if (j === 0 && merge) { pending += ws[0]; continue; }
+        if (pending !== null) words.push(pending);
+        pending = ws[j];
+      }
+      endsWord = info.ends;
+      if (!endsWord && pending !== null) { words.push(pending); pending = null; }
+      at += glue.length + parts[k].length;
+    }
+    if (pending !== null) words.push(pending);
+    return this.candidatesOf(joined, words, anyAlways);
+  };
+
+  Engine.prototype.matchJoined = function (parts, glues, joined) {
+    return this.testAll(joined, this._info === null ? this.candidates(joined) : this.joinedCandidates(parts, glues, joined));
   };
 
   Engine.prototype.matchLineIgnoringCase = function (text) { // matcher.match_line_ignoring_case
@@ -229,6 +293,8 @@
       });
       this._lowWords = words;
       this._lowAlways = always;
+      // Whether any of them is in a line at all, asked once rather than anchor by anchor.
+      this._lowAlwaysAny = always.length ? new RegExp(always.map(function (pair) { return escapeRegex(pair[0]); }).join("|")) : null;
     }
     var low = text.toLowerCase(), found = new Set();
     var lowWords = this._lowWords;
@@ -236,7 +302,9 @@
       var bucket = lowWords.get(w);
       if (bucket) for (var i = 0; i < bucket.length; i++) found.add(bucket[i]);
     });
-    this._lowAlways.forEach(function (pair) { if (low.indexOf(pair[0]) >= 0) found.add(pair[1]); });
+    if (this._lowAlwaysAny !== null && this._lowAlwaysAny.test(low)) {
+      this._lowAlways.forEach(function (pair) { if (low.indexOf(pair[0]) >= 0) found.add(pair[1]); });
+    }
     var hits = [];
     found.forEach(function (sig) {
       if (!sig.lowAnchors.some(function (a) { return low.indexOf(a) >= 0; })) return;
@@ -271,13 +339,16 @@
       if (j - i >= 2) {
         var w = width(raw.slice(i, j));
         for (var start = i; start < j; start++) {
-          var spaced = texts[start], cutText = texts[start];
+          var spaced = texts[start], cutText = texts[start], spaces = [], glues = [];
           for (var end = start + 1; end < Math.min(j, start + sw.max_lines); end++) {
             spaced = spaced + " " + texts[end];
             var glue = cut(rstripNewlines(raw[end - 1]), w) ? "" : " ";
             cutText = cutText + glue + texts[end];
-            out.push([start, end - start + 1, spaced]);
-            if (cutText !== spaced) out.push([start, end - start + 1, cutText]);
+            spaces.push(" ");
+            glues.push(glue);
+            // [first line, lines, text, the glue between each two lines]
+            out.push([start, end - start + 1, spaced, spaces.slice()]);
+            if (cutText !== spaced) out.push([start, end - start + 1, cutText, glues.slice()]);
             if (out.length >= sw.max_joins) return out;
           }
         }
@@ -287,7 +358,18 @@
     return out;
   };
 
+  var SPACE = [" "];
+
   Engine.prototype.match = function (text, top) { // matcher.match
+    this._info = new Map();
+    try {
+      return this._match(text, top);
+    } finally {
+      this._info = null;
+    }
+  };
+
+  Engine.prototype._match = function (text, top) {
     var self = this, cfg = this.cfg;
     top = top === undefined ? 5 : top;
     var rawLines = splitlines(String(text)).slice(0, cfg.max_block_lines);
@@ -325,7 +407,8 @@
     for (i = 0; i < lines.length - 1; i++) {
       if (matched.has(i) || matched.has(i + 1) || !lines[i].text || !lines[i + 1].text) continue;
       var joined = lines[i].text + " " + lines[i + 1].text;
-      this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
+      this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
+        .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
     }
     var pres = [];
     if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
@@ -377,18 +460,23 @@
       if (matched.has(i) || matched.has(i + 1) || !lines[i].text || !lines[i + 1].text) continue;
       if (lines[i].text === exact[i].text && lines[i + 1].text === exact[i + 1].text) continue;
       var joined = lines[i].text + " " + lines[i + 1].text;
-      this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty, N); });
+      this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
+        .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty, N); });
     }
     if (found.size) return;
-    var windows = this.softWrapJoins(rawLines, lines.map(function (l) { return l.text; }));
+    var texts = lines.map(function (l) { return l.text; });
+    var windows = this.softWrapJoins(rawLines, texts);
     windows.forEach(function (win) {
-      self.matchLine(win[2]).forEach(function (sig) { consider(sig, win[2], win[0] + 1, cfg.soft_wrap_penalty, N); });
+      self.matchJoined(texts.slice(win[0], win[0] + win[1]), win[3], win[2])
+        .forEach(function (sig) { consider(sig, win[2], win[0] + 1, cfg.soft_wrap_penalty, N); });
     });
     if (found.size) return;
+    var ignoring = new Map(); // a repeated line is read once
     for (i = 0; i < lines.length; i++) {
       if (!lines[i].text) continue;
-      var text = lines[i].text;
-      this.matchLineIgnoringCase(text).forEach(function (sig) { consider(sig, text, i + 1, 0, N, cfg.case_penalty); });
+      var text = lines[i].text, caseHits = ignoring.get(text);
+      if (caseHits === undefined) ignoring.set(text, caseHits = this.matchLineIgnoringCase(text));
+      caseHits.forEach(function (sig) { consider(sig, text, i + 1, 0, N, cfg.case_penalty); });
     }
   };
 
