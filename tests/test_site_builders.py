@@ -176,3 +176,83 @@ def test_build_docs_command_says_where_the_config_is(make_kb, tmp_path: Path, ca
     assert f"with mkdocs (config: {tmp_path / 'gen' / 'mkdocs.yml'})" in err
     assert (tmp_path / "out" / "entries" / "demo-device-mismatch" / "index.html").is_file()
     assert not (tmp_path / "gen" / "site").exists()  # built there, then moved to --out
+
+
+# The head and links of a 404 page as Zensical 0.0.73 writes it from site_overrides/404.html (it runs no hooks, so
+# the template gets no site root), trimmed; and the same page as mkdocs writes it once the hub's hook has run.
+_ZENSICAL_404 = """<html><head><base href="">
+<script>!function(b,r){0!==location.pathname.indexOf(r)&&(b.href="/")}(document.querySelector("base"),null)</script>
+<link rel="icon" href="/denpex-kb/assets/images/favicon.png">
+<link rel="stylesheet" href="/denpex-kb/assets/stylesheets/modern/main.4ab2de0c.min.css">
+</head><body><a href="#__skip">Skip</a><a href="/denpex-kb/" title="home">hub</a>
+<a href="/denpex-kb/entries/">All entries</a><a href="https://github.com/denpex-kb/denpex-kb">repo</a>
+<article><a href=".">home page</a> <a href="entries/">all entries</a></article>
+<script src="/denpex-kb/assets/javascripts/bundle.77dd0ce9.min.js"></script></body></html>"""
+
+
+def test_404_page_gets_the_site_root_whichever_builder_wrote_it(tmp_path: Path):
+    from denpex_kb.site.build import root_404
+
+    (tmp_path / "404.html").write_text(_ZENSICAL_404, encoding="utf-8")
+    assert root_404(tmp_path, "https://denpex-kb.github.io/denpex-kb/")
+    fixed = (tmp_path / "404.html").read_text(encoding="utf-8")
+    assert '<base href="/denpex-kb/">' in fixed
+    assert '(document.querySelector("base"),"/denpex-kb/")</script>' in fixed
+    assert '(b.href="/")' in fixed  # the script's own fallback is left alone
+    hrefs = re.findall(r'\s(?:href|src)="([^"]*)"', fixed)
+    assert hrefs == ["/denpex-kb/", "assets/images/favicon.png", "assets/stylesheets/modern/main.4ab2de0c.min.css",
+                     "#__skip", ".", "entries/", "https://github.com/denpex-kb/denpex-kb", ".", "entries/",
+                     "assets/javascripts/bundle.77dd0ce9.min.js"]
+    # A page already right (mkdocs's, after the hook) is left as it is; so is the fixed page, run again.
+    assert root_404(tmp_path, "https://denpex-kb.github.io/denpex-kb/")
+    assert (tmp_path / "404.html").read_text(encoding="utf-8") == fixed
+    # A site published at a host's root.
+    (tmp_path / "404.html").write_text(_ZENSICAL_404.replace("/denpex-kb/", "/"), encoding="utf-8")
+    root_404(tmp_path, "https://example.org")
+    fixed = (tmp_path / "404.html").read_text(encoding="utf-8")
+    assert '<base href="/">' in fixed and '"base"),"/")</script>' in fixed and '(b.href="/")' in fixed
+    assert 'href="assets/stylesheets/modern/main.4ab2de0c.min.css"' in fixed and 'href="."' in fixed
+    assert not root_404(tmp_path / "nowhere", "https://example.org/x/")
+
+
+def test_mkdocs_404_page_is_left_as_the_hook_wrote_it(kb, tmp_path: Path):
+    from denpex_kb.site.build import root_404
+
+    site = tmp_path / "site"
+    build_site(kb, REPO / "mkdocs.yml", tmp_path / "docs", site)
+    text = (site / "404.html").read_text(encoding="utf-8")
+    assert '<base href="/denpex-kb/">' in text
+    assert root_404(site, "https://denpex-kb.github.io/denpex-kb/")
+    assert (site / "404.html").read_text(encoding="utf-8") == text
+
+
+@needs_zensical
+def test_zensical_404_page_works_under_the_site_path_and_elsewhere(kb, tmp_path: Path):
+    from conftest import chromium_or_skip
+    from test_site_pages import ARGS, _styled, serve_with_404
+
+    site = tmp_path / "site"
+    build_site(kb, REPO / "mkdocs.yml", tmp_path / "docs", site, builder="zensical")
+    text = (site / "404.html").read_text(encoding="utf-8")
+    assert '<base href="/denpex-kb/">' in text and '(document.querySelector("base"),"/denpex-kb/")' in text
+    assert not re.findall(r'<(?!base\b)[^>]*\s(?:href|src)="/denpex-kb/', text)  # every link relative to it
+    chromium = chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        for prefix, script in (("/denpex-kb/", False), ("/denpex-kb/", True), ("/", True)):
+            with serve_with_404(site, prefix) as base:
+                context = browser.new_context(java_script_enabled=script)
+                page = context.new_page()
+                response = page.goto(base + "entries/no/such/deep/path/")
+                assert response is not None and response.status == 404
+                assert page.evaluate("new URL('entries/', document.baseURI).href") == base + "entries/", prefix
+                assert page.evaluate("[...document.styleSheets].some(s => s.href && s.href.startsWith(location.origin + "
+                                     f"{prefix!r} + 'assets/') && s.cssRules.length > 100)"), (prefix, script)
+                if script:
+                    assert _styled(page)
+                    page.click("article a[href='entries/']")
+                    page.wait_for_selector("#dkb-entries-filter")
+                    assert page.url == base + "entries/"
+                context.close()
+        browser.close()

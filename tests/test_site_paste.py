@@ -462,6 +462,55 @@ def test_browser_paste_box_answers_a_2000_line_paste(kb, index, browser_page):
     # loaded CI machine must not fail the suite.
 
 
+def _training_log(count: int, seed: int) -> list[str]:
+    """A healthy multi-rank training log as the scan benchmark writes it (benchmarks/mixes.py): the training
+    loop's and torchrun's lines and every benign-corpus line, NCCL_DEBUG=INFO output among them, with rank
+    prefixes."""
+    import random
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import mixes
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    healthy = mixes._Healthy(random.Random(seed))
+    return [healthy.line() for _ in range(count)]
+
+
+@pytest.mark.browser
+def test_browser_paste_box_times_a_2000_line_training_log(kb, index, browser_page):
+    """Pasting a 2,000-line healthy training log (every tier runs and abstains), then the same log with one
+    failure line in it. The times are printed (recorded in benchmarks/README.md); the bound asserted is loose,
+    since a shared CI machine's timing is noisy: the issue's goal is 100 ms."""
+    base, page, _requests = browser_page
+    log = _training_log(2000, seed=2026)
+    entry = kb.entries["cuda-out-of-memory"]
+    error = "[rank3]: " + entry.examples.match[0].text.splitlines()[-1]
+    with_error = log[:1200] + [error] + log[1201:]
+    pastes = {"healthy": "\n".join(log), "one error": "\n".join(with_error)}
+    expected = {name: [r.id for r in match(text, index=index)] for name, text in pastes.items()}
+    assert expected["healthy"] == []
+    assert _top(match(pastes["one error"], index=index)) == [entry.id, "exact"]
+    times: dict[str, list[float]] = {}
+    for name, text in pastes.items():
+        _ready(page, base)  # a fresh page: the first paste is timed cold
+        for _ in range(7):
+            page.fill("#dkb-paste-input", text)  # the input event, as a paste fires it
+            page.wait_for_selector("#dkb-paste[data-state=done]")
+            times.setdefault(name, []).append(float(page.get_attribute("#dkb-paste", "data-ms")))
+            shown = [e.get_attribute("data-entry-id") for e in page.query_selector_all(".dkb-paste__result")]
+            assert shown == expected[name], name
+            said = f"{len(expected[name])} match" if expected[name] else "No match"
+            assert page.inner_text(".dkb-paste__status").startswith(f"{said}{'es' if len(expected[name]) > 1 else ''} in 2000 lines")
+            page.fill("#dkb-paste-input", "")
+            page.wait_for_selector("#dkb-paste[data-state=done]")
+    for name, ms in times.items():
+        print(f"hub paste box, 2,000-line training log, {name}: first paste {ms[0]:.1f} ms, "
+              f"median of the next six {sorted(ms[1:])[3]:.1f} ms")
+        assert max(ms) < 1000, (name, ms)
+
+
 def _error_line(text: str) -> str:
     """The line a user would type into the search box: the last one of an example that is not a code frame."""
     lines = [strip_prefixes(raw).text for raw in text.splitlines()]

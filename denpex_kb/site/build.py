@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from packaging.version import Version
 
@@ -335,6 +338,7 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path, *, 
         raise UnsafeSiteError([SiteProblem(".", 0, f"only {bodies} page bodies were marked for the sanitizer; "
                                                    f"the theme's partials/content.html override did not apply")])
     weigh_site(built)
+    root_404(built, _site_url(generated))
     problems = audit_site(built)
     if problems:
         raise UnsafeSiteError(problems)
@@ -344,6 +348,49 @@ def build_site(kb: KnowledgeBase, config_file: Path, docs: Path, site: Path, *, 
         site.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(built), str(site))
     return generated
+
+
+def _site_url(config_file: Path) -> str:
+    from ruamel.yaml import YAML
+
+    data = YAML(typ="safe", pure=True).load(config_file.read_text(encoding="utf-8")) or {}
+    return str(data.get("site_url") or "")
+
+
+_BASE = re.compile(r'<base href="[^"]*">')
+_BASE_SCRIPT = re.compile(r'(\(document\.querySelector\("base"\),)[^)]*(\)</script>)')
+
+
+def root_404(site: Path, site_url: str) -> bool:
+    """Give the 404 page its site root, whichever builder wrote it (site_overrides/404.html).
+
+    The page is served for a missing path at any depth, so its links resolve against a <base> set to site_url's
+    path (moved to the server's root by its script when the site is served elsewhere). mkdocs gets that root
+    from the hub's hook; Zensical runs no hooks, so its page said `<base href="">` and the script compared the
+    address with null, which left every link resolving against the missing path's folder. Here the <base> and
+    the script get the root, and the links the builder wrote as absolute paths under the root (Zensical's
+    stylesheets, scripts and navigation) become relative to the <base>, as mkdocs writes them once the hook
+    has run; on a page the hook already fixed nothing changes. Returns whether there was a 404 page."""
+    page = site / "404.html"
+    if not page.is_file():
+        return False
+    root = urlsplit(site_url or "/").path or "/"
+    if not root.endswith("/"):
+        root += "/"
+    text = page.read_text(encoding="utf-8")
+
+    def relative(m: re.Match[str]) -> str:
+        value = m.group(2)
+        if value.startswith("//") or not value.startswith(root):
+            return m.group(0)
+        return f'{m.group(1)}="{value[len(root):] or "."}"'
+
+    text = re.sub(r'(?<=\s)(href|src)="([^"]*)"', relative, text)  # attributes only, not the script's b.href
+    text = _BASE.sub(lambda m: f'<base href="{html.escape(root, quote=True)}">', text, count=1)
+    literal = json.dumps(root).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = _BASE_SCRIPT.sub(lambda m: m.group(1) + literal + m.group(2), text, count=1)
+    page.write_text(text, encoding="utf-8")
+    return True
 
 
 class SiteBuildError(Exception):

@@ -7,6 +7,11 @@ short titles, so a pasted line's common words ("to", "out", "fault") decide the 
 index is rewritten after the build: tags and titles weigh as much as a few words of text, and the sections that
 hold what the software prints (what you see, the signatures, the real output) weigh more than the prose; the
 benign look-alikes ("not this failure") and the phase tables, which quote every entry's line, weigh less.
+
+Zensical's index (`search.json`, cleaned by clean.py) has nothing to reweigh: as of Zensical 0.0.73 it holds
+only the language, the separator and the documents (location, level, title, text, path, tags), and its search
+worker fixes the field weights in its own code (title 3, path 2, text 1; tags filter, they do not rank) and
+reads no weight or boost from the index, per field or per document.
 """
 
 from __future__ import annotations

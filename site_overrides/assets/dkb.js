@@ -106,6 +106,9 @@
     this._lowWords = null;
     this._stamp = 0;
     this.alwaysAny = this.always.size ? new RegExp(Array.from(this.always.keys()).map(escapeRegex).join("|")) : null;
+    this.alwaysLongest = 0;
+    this.always.forEach(function (sigs, anchor) { self.alwaysLongest = Math.max(self.alwaysLongest, anchor.length); });
+    this._info = null; // per block: what candidates() needs of each distinct line text (see lineInfo)
     this.tierOrder = new Map((cfg.tiers || ["exact", "normalized"]).map(function (t, n) { return [t, n]; }));
     this.fuzzy = data.fuzzy ? new Fuzzy(this, data.fuzzy) : null;
   }
@@ -160,7 +163,11 @@
   };
 
   Engine.prototype.pastedLine = function (raw) { // matcher._pasted_line
-    var line = this.stripPrefixes(this.normalizeLine(raw));
+    return this.pastedFrom(this.stripPrefixes(this.normalizeLine(raw)));
+  };
+
+  // The rest of pastedLine, from its first step's line (a fresh object: it may be returned as it is).
+  Engine.prototype.pastedFrom = function (line) {
     var inner = this.normalizeLine(line.text);
     if (inner !== line.text) {
       var again = this.stripPrefixes(inner);
@@ -183,10 +190,17 @@
   function escapeRegex(s) { return s.replace(/[\\^$.*+?()[\]{}|\/-]/g, "\\$&"); }
 
   Engine.prototype.candidates = function (text) { // KbIndex.candidates
+    var words = [];
+    eachWord(text, function (w) { words.push(w); });
+    return this.candidatesOf(text, words, this.alwaysAny !== null && this.alwaysAny.test(text));
+  };
+
+  // candidates(text), given text's words in order and whether an anchor with no word of its own is in it.
+  Engine.prototype.candidatesOf = function (text, textWords, anyAlways) {
     var stamp = ++this._stamp, checked = [], words = this.words;
-    eachWord(text, function (w) {
-      var bucket = words.get(w);
-      if (!bucket) return;
+    for (var n = 0; n < textWords.length; n++) {
+      var bucket = words.get(textWords[n]);
+      if (!bucket) continue;
       for (var i = 0; i < bucket.length; i++) {
         var sig = bucket[i];
         if (sig.stamp === stamp) continue;
@@ -195,9 +209,9 @@
           if (text.indexOf(sig.anchors[k]) >= 0) { checked.push(sig); break; }
         }
       }
-    });
+    }
     // Anchors with no word of their own: one regex says whether any is in the line, as RE2's set does.
-    if (this.alwaysAny !== null && this.alwaysAny.test(text)) {
+    if (anyAlways) {
       this.always.forEach(function (sigs, anchor) {
         if (text.indexOf(anchor) < 0) return;
         for (var i = 0; i < sigs.length; i++) if (sigs[i].stamp !== stamp) { sigs[i].stamp = stamp; checked.push(sigs[i]); }
@@ -207,9 +221,63 @@
   };
 
   Engine.prototype.matchLine = function (text) {
-    var hits = this.candidates(text), out = [];
+    return this.testAll(text, this._info === null ? this.candidates(text) : this.lineCandidates(text));
+  };
+
+  Engine.prototype.testAll = function (text, hits) {
+    var out = [];
     for (var i = 0; i < hits.length; i++) if (hits[i].regex.test(text)) out.push(hits[i]);
     return out;
+  };
+
+  // A block's passes match each line, each pair of lines and each soft-wrap window of lines: the words of each
+  // distinct line text are found once, and those of a join are put together from its lines' (a join with no
+  // space between two word characters makes one word of the two ends). Whether a join holds an anchor with no
+  // word of its own is asked of its lines (cached) and of the few characters around each seam.
+  var STARTS_WORD = /^[\p{L}\p{N}_]/u, ENDS_WORD = /[\p{L}\p{N}_]$/u;
+
+  Engine.prototype.lineInfo = function (text) {
+    var info = this._info.get(text);
+    if (info === undefined) {
+      var words = [];
+      eachWord(text, function (w) { words.push(w); });
+      info = { words: words, starts: STARTS_WORD.test(text), ends: ENDS_WORD.test(text),
+               always: this.alwaysAny !== null && this.alwaysAny.test(text) };
+      this._info.set(text, info);
+    }
+    return info;
+  };
+
+  Engine.prototype.lineCandidates = function (text) {
+    var info = this.lineInfo(text);
+    return this.candidatesOf(text, info.words, info.always);
+  };
+
+  // Candidates of parts[0] + glues[0] + parts[1] + ... (= joined); each glue is "" or " ".
+  Engine.prototype.joinedCandidates = function (parts, glues, joined) {
+    var words = [], pending = null, endsWord = false, anyAlways = false, at = 0, reach = this.alwaysLongest;
+    for (var k = 0; k < parts.length; k++) {
+      var info = this.lineInfo(parts[k]), ws = info.words, glue = k ? glues[k - 1] : "";
+      if (k && this.alwaysAny !== null && !anyAlways) {
+        anyAlways = this.alwaysAny.test(joined.slice(Math.max(0, at - reach + 1), at + glue.length + reach - 1));
+      }
+      if (info.always) anyAlways = true;
+      var merge = glue === "" && endsWord && info.starts;
+      for (var j = 0; j < ws.length; j++) {
+        if (j === 0 && merge) { pending += ws[0]; continue; }
+        if (pending !== null) words.push(pending);
+        pending = ws[j];
+      }
+      endsWord = info.ends;
+      if (!endsWord && pending !== null) { words.push(pending); pending = null; }
+      at += glue.length + parts[k].length;
+    }
+    if (pending !== null) words.push(pending);
+    return this.candidatesOf(joined, words, anyAlways);
+  };
+
+  Engine.prototype.matchJoined = function (parts, glues, joined) {
+    return this.testAll(joined, this._info === null ? this.candidates(joined) : this.joinedCandidates(parts, glues, joined));
   };
 
   Engine.prototype.matchLineIgnoringCase = function (text) { // matcher.match_line_ignoring_case
@@ -225,6 +293,8 @@
       });
       this._lowWords = words;
       this._lowAlways = always;
+      // Whether any of them is in a line at all, asked once rather than anchor by anchor.
+      this._lowAlwaysAny = always.length ? new RegExp(always.map(function (pair) { return escapeRegex(pair[0]); }).join("|")) : null;
     }
     var low = text.toLowerCase(), found = new Set();
     var lowWords = this._lowWords;
@@ -232,7 +302,9 @@
       var bucket = lowWords.get(w);
       if (bucket) for (var i = 0; i < bucket.length; i++) found.add(bucket[i]);
     });
-    this._lowAlways.forEach(function (pair) { if (low.indexOf(pair[0]) >= 0) found.add(pair[1]); });
+    if (this._lowAlwaysAny !== null && this._lowAlwaysAny.test(low)) {
+      this._lowAlways.forEach(function (pair) { if (low.indexOf(pair[0]) >= 0) found.add(pair[1]); });
+    }
     var hits = [];
     found.forEach(function (sig) {
       if (!sig.lowAnchors.some(function (a) { return low.indexOf(a) >= 0; })) return;
@@ -267,13 +339,16 @@
       if (j - i >= 2) {
         var w = width(raw.slice(i, j));
         for (var start = i; start < j; start++) {
-          var spaced = texts[start], cutText = texts[start];
+          var spaced = texts[start], cutText = texts[start], spaces = [], glues = [];
           for (var end = start + 1; end < Math.min(j, start + sw.max_lines); end++) {
             spaced = spaced + " " + texts[end];
             var glue = cut(rstripNewlines(raw[end - 1]), w) ? "" : " ";
             cutText = cutText + glue + texts[end];
-            out.push([start, end - start + 1, spaced]);
-            if (cutText !== spaced) out.push([start, end - start + 1, cutText]);
+            spaces.push(" ");
+            glues.push(glue);
+            // [first line, lines, text, the glue between each two lines]
+            out.push([start, end - start + 1, spaced, spaces.slice()]);
+            if (cutText !== spaced) out.push([start, end - start + 1, cutText, glues.slice()]);
             if (out.length >= sw.max_joins) return out;
           }
         }
@@ -283,12 +358,29 @@
     return out;
   };
 
+  var SPACE = [" "];
+
   Engine.prototype.match = function (text, top) { // matcher.match
+    this._info = new Map();
+    try {
+      return this._match(text, top);
+    } finally {
+      this._info = null;
+    }
+  };
+
+  Engine.prototype._match = function (text, top) {
     var self = this, cfg = this.cfg;
     top = top === undefined ? 5 : top;
     var rawLines = splitlines(String(text)).slice(0, cfg.max_block_lines);
     if (!rawLines.length) rawLines.push("");
-    var lines = rawLines.map(function (r) { return self.stripPrefixes(r); });
+    // A line repeated in the block (every rank prints it) is read once; each pass below memoizes the same way.
+    var stripped = new Map();
+    var lines = rawLines.map(function (r) {
+      var line = stripped.get(r);
+      if (line === undefined) stripped.set(r, line = self.stripPrefixes(r));
+      return line;
+    });
     var found = new Map(), matched = new Set(), i;
 
     function scoreFor(spec) { return Math.min(99, 55 + Math.floor(spec / 2)); }
@@ -315,9 +407,11 @@
     for (i = 0; i < lines.length - 1; i++) {
       if (matched.has(i) || matched.has(i + 1) || !lines[i].text || !lines[i + 1].text) continue;
       var joined = lines[i].text + " " + lines[i + 1].text;
-      this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
+      this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
+        .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
     }
-    if (!found.size) this._normalizedPass(rawLines, lines, consider, found);
+    var pres = [];
+    if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
     if (!found.size && this.fuzzy) {
       // Only when no signature matched: a line close to a known wording, then a bare exception class. Their
       // scores (fuzzy 1-24, evidence 1-10) stay below every signature hit's, and their tiers rank after.
@@ -327,7 +421,7 @@
         found.set(e.id, { id: e.id, title: e.title, phase: e.phase, severity: e.severity, score: score, role: role,
                           signature: signature, text: lineText, fix: e.fix, specificity: 0, line_number: number,
                           retry: e.retry, blame: e.blame, tier: tier });
-      });
+      }, lines.map(function (l) { return l.text; }), pres);
     }
     var order = this.tierOrder;
     var ranked = Array.from(found.values());
@@ -340,9 +434,22 @@
     return ranked.slice(0, Math.max(top, 0));
   };
 
-  Engine.prototype._normalizedPass = function (rawLines, exact, consider, found) { // matcher._normalized_pass
-    var self = this, cfg = this.cfg, N = "normalized", i;
-    var lines = rawLines.map(function (r) { return self.pastedLine(r); });
+  // pres[i] is set to the text of pastedLine's first step for rawLines[i], which the fuzzy tier reads too.
+  Engine.prototype._normalizedPass = function (rawLines, exact, consider, found, pres) { // matcher._normalized_pass
+    var self = this, cfg = this.cfg, N = "normalized", i, memo = new Map();
+    var lines = rawLines.map(function (r, k) {
+      var done = memo.get(r);
+      if (done === undefined) {
+        var normal = self.normalizeLine(r);
+        // Nothing to undo: the first step's line is the exact pass's (stripPrefixes is a function of the text).
+        var first = normal === r ? { text: exact[k].text, rank: exact[k].rank, host: exact[k].host,
+                                     prefixes: exact[k].prefixes.slice() } : self.stripPrefixes(normal);
+        var firstText = first.text;
+        memo.set(r, done = [self.pastedFrom(first), firstText]);
+      }
+      pres[k] = done[1];
+      return done[0];
+    });
     var matched = new Set();
     for (i = 0; i < lines.length; i++) {
       if (lines[i].text === exact[i].text) continue;
@@ -353,18 +460,23 @@
       if (matched.has(i) || matched.has(i + 1) || !lines[i].text || !lines[i + 1].text) continue;
       if (lines[i].text === exact[i].text && lines[i + 1].text === exact[i + 1].text) continue;
       var joined = lines[i].text + " " + lines[i + 1].text;
-      this.matchLine(joined).forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty, N); });
+      this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
+        .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty, N); });
     }
     if (found.size) return;
-    var windows = this.softWrapJoins(rawLines, lines.map(function (l) { return l.text; }));
+    var texts = lines.map(function (l) { return l.text; });
+    var windows = this.softWrapJoins(rawLines, texts);
     windows.forEach(function (win) {
-      self.matchLine(win[2]).forEach(function (sig) { consider(sig, win[2], win[0] + 1, cfg.soft_wrap_penalty, N); });
+      self.matchJoined(texts.slice(win[0], win[0] + win[1]), win[3], win[2])
+        .forEach(function (sig) { consider(sig, win[2], win[0] + 1, cfg.soft_wrap_penalty, N); });
     });
     if (found.size) return;
+    var ignoring = new Map(); // a repeated line is read once
     for (i = 0; i < lines.length; i++) {
       if (!lines[i].text) continue;
-      var text = lines[i].text;
-      this.matchLineIgnoringCase(text).forEach(function (sig) { consider(sig, text, i + 1, 0, N, cfg.case_penalty); });
+      var text = lines[i].text, caseHits = ignoring.get(text);
+      if (caseHits === undefined) ignoring.set(text, caseHits = this.matchLineIgnoringCase(text));
+      caseHits.forEach(function (sig) { consider(sig, text, i + 1, 0, N, cfg.case_penalty); });
     }
   };
 
@@ -588,14 +700,25 @@
     });
   };
 
-  Fuzzy.prototype.skeleton = function (raw) { // fuzzy.skeleton
-    var stripped = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text;
+  // `pre` is engine.stripPrefixes(engine.normalizeLine(raw)).text, `text` engine.stripPrefixes(raw).text: the
+  // block's passes have both for every line already, and hand them in.
+  Fuzzy.prototype.skeleton = function (raw, pre) { // fuzzy.skeleton
+    var stripped = pre === undefined ? this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text : pre;
     return pyStrip(this.mask(stripped).replace(PYWS_RUN, " ")).toLowerCase();
   };
 
-  Fuzzy.prototype.informational = function (raw) { // fuzzy.informational
-    var text = codePoints(this.engine.stripPrefixes(raw).text);
-    return this.infoRe.test(fromCodePoints(text, 0, Math.min(text.length, this.data.level_reach)));
+  var SURROGATE = /[\ud800-\udfff]/;
+
+  Fuzzy.prototype.informational = function (raw, text) { // fuzzy.informational
+    if (text === undefined) text = this.engine.stripPrefixes(raw).text;
+    var reach = this.data.level_reach;
+    if (SURROGATE.test(text)) {
+      var cps = codePoints(text);
+      text = fromCodePoints(cps, 0, Math.min(cps.length, reach));
+    } else {
+      text = text.slice(0, reach); // one code unit per code point
+    }
+    return this.infoRe.test(text);
   };
 
   Fuzzy.prototype.comparable = function (sk) {
@@ -678,10 +801,15 @@
     return ranked[0][1] - runnerUp >= this.data.margin ? ranked[0] : null;
   };
 
-  Fuzzy.prototype.answerRaw = function (raw) { // FuzzyIndex.answer_raw
-    if (this.informational(raw)) return null;
-    var sk = this.skeleton(raw);
-    return this.comparable(sk) ? this.answer(sk) : null;
+  // `memo` (optional) keeps each distinct skeleton's answer: logs repeat a line with other numbers in it (every
+  // step, every rank), and its masked skeleton is the same, so it is scored once.
+  Fuzzy.prototype.answerRaw = function (raw, text, pre, memo) { // FuzzyIndex.answer_raw
+    if (this.informational(raw, text)) return null;
+    var sk = this.skeleton(raw, pre);
+    if (memo && memo.has(sk)) return memo.get(sk);
+    var hit = this.comparable(sk) ? this.answer(sk) : null;
+    if (memo) memo.set(sk, hit);
+    return hit;
   };
 
   Fuzzy.prototype.exceptionType = function (text) { // normalize.exception_type
@@ -689,8 +817,9 @@
     return m ? m.groups.type : null;
   };
 
-  Fuzzy.prototype.evidenceFor = function (raw) { // FuzzyIndex.evidence_for
-    var text = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text.replace(/[ .:]+$/, "");
+  Fuzzy.prototype.evidenceFor = function (raw, pre) { // FuzzyIndex.evidence_for
+    if (pre === undefined) pre = this.engine.stripPrefixes(this.engine.normalizeLine(raw)).text;
+    var text = pre.replace(/[ .:]+$/, "");
     var exc = this.exceptionType(text);
     if (exc === null || text !== exc) return null;
     return this.evidence.get(exc) || null;
@@ -701,24 +830,27 @@
     return Math.max(1, Math.min(top, pyRound(1 + (top - 1) * (similarity - t) / span)));
   };
 
-  Fuzzy.prototype.pass = function (rawLines, offer) { // matcher._fuzzy_pass
-    var self = this, engine = this.engine, found = 0, memo = new Map();
+  // texts[i] and pres[i] (optional): rawLines[i]'s text as the exact and the normalized passes read it.
+  Fuzzy.prototype.pass = function (rawLines, offer, texts, pres) { // matcher._fuzzy_pass
+    var self = this, engine = this.engine, found = 0, memo = new Map(), bySkeleton = new Map();
+    texts = texts || rawLines.map(function (raw) { return engine.stripPrefixes(raw).text; });
+    pres = pres || [];
     rawLines.forEach(function (raw, i) {
-      var hit = memo.has(raw) ? memo.get(raw) : self.answerRaw(raw);
-      memo.set(raw, hit); // the same line gets the same answer: a repeated line is scored once
+      // the same line gets the same answer: a repeated line is scored once
+      var hit = memo.has(raw) ? memo.get(raw) : self.answerRaw(raw, texts[i], pres[i], bySkeleton);
+      memo.set(raw, hit);
       if (hit === null) return;
       var known = self.known[hit[0]];
-      offer(engine.entries[known.entry], engine.stripPrefixes(raw).text, i + 1, "fuzzy", self.fuzzyScore(hit[1]),
-            known.text, known.role);
+      offer(engine.entries[known.entry], texts[i], i + 1, "fuzzy", self.fuzzyScore(hit[1]), known.text, known.role);
       found += 1;
     });
     if (found) return;
     var seen = new Map();
     rawLines.forEach(function (raw, i) {
-      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw);
+      var entries = seen.has(raw) ? seen.get(raw) : self.evidenceFor(raw, pres[i]);
       seen.set(raw, entries);
       if (entries === null) return;
-      var text = engine.stripPrefixes(raw).text;
+      var text = texts[i];
       entries.forEach(function (k, rank) {
         offer(engine.entries[k], text, i + 1, "evidence", self.data.evidence_score - rank, self.exceptionType(text) || "",
               "initiating");
