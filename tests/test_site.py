@@ -154,6 +154,20 @@ def test_browser_home_phase_entry_and_search(built_site: Path):
         results = page.inner_html(".md-search-result__list")
         assert "entries/nccl-watchdog-timeout/" in results
         page.screenshot(path=str(shots / "search-desktop.png"))
+        page.close()
+        # The same on a phone, as a phone presents itself (touch, mobile layout): the search opens from the header
+        # and must answer, not stay at "Type to start searching".
+        context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+                                      device_scale_factor=3)
+        page = context.new_page()
+        page.goto(base + "entries/cuda-out-of-memory/")
+        page.tap("label.md-header__button[for='__search']")
+        page.fill(".md-search__input", "Tried to allocate")
+        page.wait_for_selector(".md-search-result__item", timeout=60000)
+        first = page.get_attribute(".md-search-result__item a", "href") or ""
+        assert "cuda-out-of-memory" in first, page.inner_html(".md-search-result__list")[:500]
+        page.screenshot(path=str(shots / "search-phone.png"))
+        context.close()
         browser.close()
 
 
