@@ -218,3 +218,17 @@ def test_link_labels_are_text_whatever_the_builder(key: str):
 
     label = safe_label("T " + _one_line(PAYLOADS[key]))
     assert "<" not in label and "`" not in label and "[" not in label and "]" not in label, label
+
+
+def test_link_labels_keep_dunder_names_and_stars_as_text():
+    """`__main__` and `*args` in a title are names, not emphasis, wherever the title becomes a label."""
+    import html as html_module
+
+    import markdown
+
+    from denpex_kb.site.sanitize import safe_label
+
+    title = "Can't get attribute on <module '__main__'> / *args **kwargs"
+    rendered = markdown.markdown(f"[{safe_label(title)}](x/)")
+    assert "<strong>" not in rendered and "<em>" not in rendered, rendered
+    assert html_module.unescape(re.sub(r"<[^>]+>", "", rendered)) == title

@@ -123,10 +123,11 @@ def safe_inline(text: str, known: Collection[str] = ()) -> str:
 
 def safe_label(text: str) -> str:
     """One-line text for a link label or a table cell, all of it text: no code span (its backticks would open one
-    that runs across the link's target or into the next cell), no link, no markup."""
+    that runs across the link's target or into the next cell), no link, no markup (`__main__` stays a name, not
+    bold `main`)."""
     one = " ".join(text.split())
     return (html.escape(one, quote=False).replace("[", "&#91;").replace("]", "&#93;").replace("{", "&#123;")
-            .replace("`", "&#96;").replace("|", "&#124;"))
+            .replace("`", "&#96;").replace("|", "&#124;").replace("*", "&#42;").replace("_", "&#95;"))
 
 
 def fence(text: str, lang: str = "text") -> str:
