@@ -144,3 +144,16 @@ def test_explain_suggests_the_entry_a_mistyped_id_meant(capsys):
 
     assert main(["explain", "cuda-out-of-memry"]) == 2
     assert "did you mean cuda-out-of-memory?" in capsys.readouterr().err
+
+
+def test_match_and_scan_commands_start_without_the_entry_model(tmp_path):
+    """The commands answer from the shipped bundle: the loader, the compiler, the pydantic model are for `--kb`."""
+    log = tmp_path / "job.log"
+    log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n", encoding="utf-8")
+    heavy = ("pydantic", "denpex_kb.model", "denpex_kb.loader", "denpex_kb.compiler")
+    for args in (["match", "RuntimeError: CUDA error: an illegal memory access was encountered"], ["scan", str(log)]):
+        code = ("import sys\nfrom denpex_kb.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+                "print(sorted(m for m in %r if m in sys.modules), file=sys.stderr)") % (args, heavy)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert "cuda-illegal-memory-access" in done.stdout, done.stdout
+        assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
