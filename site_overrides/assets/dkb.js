@@ -572,25 +572,18 @@
       var best = Infinity, NONE = -1;
       var scores = new Array(len2 - len1).fill(NONE);
       var windows = [[0, len2 - len1 - 1]], next = [];
+      var visit = function (at) { // scores the window at `at` once; true when it is an exact match
+        if (scores[at] !== NONE) return false;
+        scores[at] = pm.distance(s2, at, at + len1);
+        if (scores[at] >= cutoffDist) return false;
+        cutoffDist = best = scores[at];
+        res.dest_start = at; res.dest_end = at + len1;
+        return best === 0;
+      };
       while (windows.length) {
         for (var k = 0; k < windows.length; k++) {
           var a = windows[k][0], b = windows[k][1];
-          if (scores[a] === NONE) {
-            scores[a] = pm.distance(s2, a, a + len1);
-            if (scores[a] < cutoffDist) {
-              cutoffDist = best = scores[a];
-              res.dest_start = a; res.dest_end = a + len1;
-              if (best === 0) { res.score = 100; return res; }
-            }
-          }
-          if (scores[b] === NONE) {
-            scores[b] = pm.distance(s2, b, b + len1);
-            if (scores[b] < cutoffDist) {
-              cutoffDist = best = scores[b];
-              res.dest_start = b; res.dest_end = b + len1;
-              if (best === 0) { res.score = 100; return res; }
-            }
-          }
+          if (visit(a) || visit(b)) { res.score = 100; return res; }
           var cellDiff = b - a;
           if (cellDiff === 1) continue;
           var knownEdits = Math.abs(scores[a] - scores[b]);
