@@ -106,6 +106,12 @@ class Line:
         self.prefixes: list[str] = []
         self.indented = False  # the message itself started with whitespace (a traceback frame)
 
+    def copy(self) -> Line:
+        """A shallow copy (the prefixes list is shared), for a remembered line whose rank a caller may set."""
+        line = Line(self.text, self.rank, self.host, self.pid)
+        line.stamp, line.prefixes, line.indented = self.stamp, self.prefixes, self.indented
+        return line
+
     def __repr__(self) -> str:
         return f"Line(text={self.text!r}, rank={self.rank}, host={self.host!r}, pid={self.pid}, prefixes={self.prefixes})"
 

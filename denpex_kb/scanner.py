@@ -119,9 +119,7 @@ class _Collector:
                 if len(self._stripped) >= passes.MEMO_RAW_LINES:
                     self._stripped.clear()
                 self._stripped[raw] = known
-        line = Line(known.text, known.rank, known.host, known.pid)
-        line.stamp, line.prefixes, line.indented = known.stamp, known.prefixes, known.indented
-        return line
+        return known.copy()
 
     def feed(self, raw: str, number: int) -> None:
         line = self._strip(raw)
