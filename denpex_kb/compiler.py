@@ -269,11 +269,8 @@ def without_broken_files(kb: KnowledgeBase) -> tuple[KnowledgeBase, list[str]]:
 
     from .validators import run_checks
 
-    def entry_file(path: str) -> bool:  # loaded, or an entry file that failed to load (`_` files are not entries)
-        return path in loaded_files or (path.endswith(".yaml") and not Path(path).name.startswith("_"))
-
-    loaded_files = {loaded.display for loaded in kb.files.values()}
-    broken = sorted({p.path for p in run_checks(kb) if p.severity is ProblemSeverity.error and entry_file(p.path)})
+    entry_files = set(kb.read)  # loaded or not; the vocabulary and other `_` files are not among them
+    broken = sorted({p.path for p in run_checks(kb) if p.severity is ProblemSeverity.error and p.path in entry_files})
     if not broken:
         return kb, []
     keep = {i: loaded for i, loaded in kb.files.items() if loaded.display not in broken}

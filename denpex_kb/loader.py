@@ -43,7 +43,7 @@ class KnowledgeBase:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)  # group -> tag -> description
     problems: list[Problem] = field(default_factory=list)
     packs: dict[str, str] = field(default_factory=dict)  # id -> the installed pack it comes from (none: kb/ itself)
-    read: int = 0  # entry files read, those that failed to load included (`files` holds only the loaded ones)
+    read: list[str] = field(default_factory=list)  # every entry file read, as displayed; `files`: those that loaded
 
     @property
     def tag_group(self) -> dict[str, str]:
@@ -129,7 +129,7 @@ def load_entry_file(path: Path, root: Path) -> tuple[Loaded | None, list[Problem
 
 def _add_entries(kb: KnowledgeBase, root: Path, paths: Iterable[Path], pack: str | None = None) -> None:
     for path in paths:
-        kb.read += 1
+        kb.read.append(display_path(path))
         loaded, problems = load_entry_file(path, root)
         kb.problems.extend(problems)
         if loaded is None:

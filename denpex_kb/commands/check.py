@@ -34,7 +34,7 @@ def collect(args: argparse.Namespace) -> tuple[list[Problem], int]:
         from ..examples import example_problems
 
         problems.extend(example_problems(kb))
-    return problems, kb.read
+    return problems, len(kb.read)
 
 
 def run(args: argparse.Namespace) -> int:
