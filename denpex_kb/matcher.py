@@ -132,34 +132,50 @@ _CASE_OPTIONS = re2.Options()
 _CASE_OPTIONS.max_mem = _RE2_OPTIONS.max_mem
 _CASE_OPTIONS.case_sensitive = False
 _CASE_REGEX: dict[str, Any] = {}
-_CASE_INDEX: dict[int, tuple[KbIndex, dict[str, list[IndexedSignature]], list[tuple[str, IndexedSignature]]]] = {}
+_CASE_INDEX: dict[int, _CaseIndex] = {}
 
 
-def _case_index(index: KbIndex) -> tuple[dict[str, list[IndexedSignature]], list[tuple[str, IndexedSignature]]]:
-    cached = _CASE_INDEX.get(id(index))
-    if cached is None or cached[0] is not index:
-        words: dict[str, list[IndexedSignature]] = {}
+class _CaseIndex:
+    """The word index lowercased, each signature's anchors lowercased, and the word-less anchors in one
+    case-insensitive RE2 set: built once per index, so a line costs what the case-sensitive pass costs."""
+
+    def __init__(self, index: KbIndex) -> None:
+        self.index = index
+        self.words: dict[str, list[IndexedSignature]] = {}
         for word, sigs in index.word_index.items():
-            words.setdefault(word.lower(), []).extend(sigs)
-        always = [(a.lower(), sig) for a, sigs in zip(index._always_anchors, index._always_sigs, strict=True) for sig in sigs]
-        cached = _CASE_INDEX[id(index)] = (index, words, always)
-    return cached[1], cached[2]
+            self.words.setdefault(word.lower(), []).extend(sigs)
+        self.anchors = {id(sig): tuple(a.lower() for a in sig.anchors) for sig in index.signatures}
+        self.always_sigs = index._always_sigs
+        self.always: Any = None
+        if index._always_anchors:
+            self.always = re2.Set.SearchSet(_CASE_OPTIONS)
+            for anchor in index._always_anchors:
+                self.always.Add(re2.escape(anchor))
+            self.always.Compile()
+
+
+def _case_index(index: KbIndex) -> _CaseIndex:
+    cached = _CASE_INDEX.get(id(index))
+    if cached is None or cached.index is not index:
+        cached = _CASE_INDEX[id(index)] = _CaseIndex(index)
+    return cached
 
 
 def match_line_ignoring_case(text: str, index: KbIndex) -> list[tuple[IndexedSignature, Any]]:
     """Every signature hit in one normalised line, letter case ignored."""
-    words, always = _case_index(index)
+    case = _case_index(index)
     low = text.lower()
     found: dict[int, IndexedSignature] = {}
     for word in set(_WORD.findall(low)):
-        for sig in words.get(word, ()):
+        for sig in case.words.get(word, ()):
             found[id(sig)] = sig
-    for anchor, sig in always:
-        if anchor in low:
-            found[id(sig)] = sig
+    if case.always is not None:
+        for i in case.always.Match(text) or ():
+            for sig in case.always_sigs[i]:
+                found[id(sig)] = sig
     hits = []
-    for sig in found.values():
-        if not any(a.lower() in low for a in sig.anchors):
+    for key, sig in found.items():
+        if not any(a in low for a in case.anchors[key]):
             continue
         regex = _CASE_REGEX.get(sig.pattern)
         if regex is None:

@@ -12,7 +12,8 @@ import pytest
 from conftest import KB
 from denpex_kb.bundle import default_index
 from denpex_kb.compiler import index_from_kb_dir
-from denpex_kb.matcher import EXACT, MIN_SCORE, NORMALIZED, match
+from denpex_kb.matcher import EXACT, MIN_SCORE, NORMALIZED, match, match_line, match_line_ignoring_case
+from denpex_kb.normalize import strip_prefixes
 from denpex_kb.paste import BY_NAME, NORMALIZERS, SoftWrap, applied, normalize_line
 
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -151,6 +152,24 @@ def test_case_is_the_last_resort_and_scores_lowest(index):
     upper = match(IMA.upper(), index=index)[0]
     assert bold.tier == upper.tier == NORMALIZED
     assert upper.score < bold.score
+
+
+def test_case_pass_finds_what_the_exact_pass_finds_whatever_the_case(index):
+    # Every example line with its letter case swapped: the case-insensitive pass finds every signature the exact
+    # pass finds on the original, those filed under a word and those only the word-less anchor set reaches.
+    word_less = {id(sig) for sigs in index._always_sigs for sig in sigs}
+    seen = reached_word_less = 0
+    for entry in index.full_entries.values():
+        for example in entry["examples"]["match"]:
+            for raw in example["text"].splitlines():
+                text = strip_prefixes(raw).text
+                exact = {id(sig) for sig, _ in match_line(text, index)}
+                if not exact:
+                    continue
+                seen += 1
+                reached_word_less += bool(exact & word_less)
+                assert exact <= {id(sig) for sig, _ in match_line_ignoring_case(text.swapcase(), index)}, raw
+    assert seen > 1000 and reached_word_less > 50
 
 
 def test_soft_wrap_chat_client(index):
