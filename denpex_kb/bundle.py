@@ -138,6 +138,7 @@ class Lookback(NamedTuple):
     triggers: tuple[str, ...]
     anchors: tuple[str, ...]
     within: int
+    event: IndexedEvent  # the trigger event: a line holding its anchors looks back only if it matches it
 
 
 class IndexedFingerprint(NamedTuple):
@@ -289,7 +290,8 @@ class KbIndex:
             lead = [ev for ev in fp.events if ev.deferred]
             if lead:
                 trigger = fp.events[len(lead)]
-                found.append(Lookback(trigger.anchors, tuple(sorted({a for ev in lead for a in ev.anchors})), fp.within))
+                found.append(Lookback(trigger.anchors, tuple(sorted({a for ev in lead for a in ev.anchors})), fp.within,
+                                     trigger))
         return found
 
     def __getstate__(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@ An `info` event is healthy output (NCCL_DEBUG=INFO's `Bootstrap : Using ...`, `v
 share of the lines of a healthy multi-node log. Searching the whole log for it would send those lines down the
 per-line path, so its anchors stay out of the prefilter. When a candidate line holds an anchor of the event that
 follows them (the trigger), the `within` lines before it are searched for the leading events' anchors, and the
-lines that hold one join the candidates, ahead of the trigger. A file read in parallel is memory-mapped, so the
+lines that hold one join the candidates, ahead of the trigger. A line that holds a trigger's anchors but not the
+trigger event itself (another `NCCL WARN`) starts no search: the sequence cannot complete there. A file read in parallel is memory-mapped, so the
 search reaches back across windows and workers' ranges; a stream (a pipe, a compressed log) is searched within the
 8 MiB chunk being read, so a leading line further back, across a chunk boundary, is not seen there.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .bundle import KbIndex
-from .normalize import MAX_LINE
+from .normalize import MAX_LINE, strip_prefixes
 from .prefilter import line_spans
 
 
@@ -25,7 +26,8 @@ class LookbackPlan:
     def __init__(self, index: KbIndex) -> None:
         self.touched: int | None = None  # the lowest offset a search has read since the caller last looked
         self.plans = [
-            (tuple(t.encode("utf-8") for t in lb.triggers), tuple(a.encode("utf-8") for a in lb.anchors), lb.within)
+            (tuple(t.encode("utf-8") for t in lb.triggers), tuple(a.encode("utf-8") for a in lb.anchors), lb.within,
+             lb.event)
             for lb in index.lookbacks
         ]
 
@@ -46,8 +48,8 @@ class LookbackPlan:
         extra: set[tuple[int, int]] = set()
         for start, end in spans:
             line = buf[start : min(end, start + MAX_LINE)]
-            for k, (triggers, anchors, within) in enumerate(self.plans):
-                if any(t in line for t in triggers):
+            for k, (triggers, anchors, within, event) in enumerate(self.plans):
+                if any(t in line for t in triggers) and event.matches(_text(line)):
                     # what lies before an earlier trigger's own line was searched for it (windows only move on)
                     done = max(floor, reach.get(k, floor))
                     if start > done:
@@ -78,6 +80,11 @@ class LookbackPlan:
                 positions.append(at)
                 at = buf.find(anchor, at + 1, start)
         return line_spans(buf, sorted(positions), lo=first, hi=start) if positions else []
+
+
+def _text(line: Any) -> str:
+    """A raw line as the collector matches it (decoded, prefixes stripped)."""
+    return strip_prefixes(bytes(line).decode("utf-8", "replace")).text
 
 
 BLOCK = 64 << 10

@@ -83,3 +83,15 @@ def test_info_events_must_lead_their_sequence(tmp_path: Path):
         kb = load_kb(kb_dir)
         found = [p for p in run_checks(kb) if p.code == "DKB104" and "level: info" in p.message]
         assert found and complaint in found[0].message, [p.render() for p in run_checks(kb)]
+
+
+def test_only_the_trigger_event_itself_looks_back(tmp_path: Path):
+    # Another NCCL WARN (kb/nccl-unhandled-system-error.yaml's example from a public thread) holds the trigger's
+    # anchor but is not the sequence's next event: the bootstrap line before it is not read.
+    other_warn = "spark01:2683:2826 [0] misc/ibvwrap.cc:268 NCCL WARN Call to ibv_create_cq failed"
+    index = default_index()
+    prefilter = scanner.prefilter_for(index)
+    for last, looked_back in ((other_warn, False), (CONNECT, True)):
+        data = ("\n".join([BOOTSTRAP, *[STEP] * 10, last]) + "\n").encode()
+        hits = passes.stream_hits(io.BytesIO(data), prefilter, None, lookback=LookbackPlan(index))
+        assert [number for number, _ in hits.lines] == ([1, 12] if looked_back else [12])
