@@ -152,8 +152,8 @@ def test_match_and_scan_commands_start_without_the_entry_model(tmp_path):
     log.write_text("RuntimeError: CUDA error: an illegal memory access was encountered\n", encoding="utf-8")
     heavy = ("pydantic", "denpex_kb.model", "denpex_kb.loader", "denpex_kb.compiler")
     for args in (["match", "RuntimeError: CUDA error: an illegal memory access was encountered"], ["scan", str(log)]):
-        code = ("import sys\nfrom denpex_kb.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
-                "print(sorted(m for m in %r if m in sys.modules), file=sys.stderr)") % (args, heavy)
+        code = (f"import sys\nfrom denpex_kb.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+                f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert "cuda-illegal-memory-access" in done.stdout, done.stdout
         assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

@@ -228,8 +228,9 @@ def test_mkdocs_404_page_is_left_as_the_hook_wrote_it(kb, tmp_path: Path):
 
 @needs_zensical
 def test_zensical_404_page_works_under_the_site_path_and_elsewhere(kb, tmp_path: Path):
-    from conftest import chromium_or_skip
     from test_site_pages import ARGS, _styled, serve_with_404
+
+    from conftest import chromium_or_skip
 
     site = tmp_path / "site"
     build_site(kb, REPO / "mkdocs.yml", tmp_path / "docs", site, builder="zensical")

@@ -487,7 +487,7 @@ def test_browser_paste_box_times_a_2000_line_training_log(kb, index, browser_pag
     log = _training_log(2000, seed=2026)
     entry = kb.entries["cuda-out-of-memory"]
     error = "[rank3]: " + entry.examples.match[0].text.splitlines()[-1]
-    with_error = log[:1200] + [error] + log[1201:]
+    with_error = [*log[:1200], error, *log[1201:]]
     pastes = {"healthy": "\n".join(log), "one error": "\n".join(with_error)}
     expected = {name: [r.id for r in match(text, index=index)] for name, text in pastes.items()}
     assert expected["healthy"] == []
