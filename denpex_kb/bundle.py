@@ -263,6 +263,22 @@ class KbIndex:
         return FuzzyIndex(data)
 
     @cached_property
+    def _event_anchors(self) -> tuple[Any, list[tuple[str, int]]]:
+        """Every fingerprint event's anchors in one alternation (does the text hold any?), and each with its
+        fingerprint's position (which ones?)."""
+        pairs = [(a, k) for k, fp in enumerate(self.fingerprints) for ev in fp.events for a in ev.anchors]
+        anchors = sorted({a for a, _ in pairs}, key=len, reverse=True)
+        return (re.compile("|".join(map(re.escape, anchors))) if anchors else None), pairs
+
+    def touched_fingerprints(self, text: str) -> list[int]:
+        """The fingerprints with an anchor in `text`, by position: only those can be moved on by the line. Most
+        candidate lines hold none, and one search of the alternation says so."""
+        any_anchor, pairs = self._event_anchors
+        if any_anchor is None or any_anchor.search(text) is None:
+            return []
+        return sorted({k for a, k in pairs if a in text})
+
+    @cached_property
     def all_anchors(self) -> list[str]:
         found = {a for s in self.signatures for a in s.anchors}
         found.update(a for fp in self.fingerprints for ev in fp.events for a in ev.anchors)

@@ -241,7 +241,6 @@ class Folder:
         self.path_rank = path_rank
         self.folded = folded
         self.seen: set[tuple[str, str]] = set()
-        self.events = [ev for fp in index.fingerprints for ev in fp.events]
         # text -> its group; None: sent whole; _NOTHING: a line the parent would do nothing with
         self.memo: dict[str, tuple[str, str] | None] = {}
         # raw line -> (its group, rank, host): a log repeats whole lines, prefix and all (every step, every rank),
@@ -252,7 +251,8 @@ class Folder:
         if text not in self.memo:
             found = classify_line(self.index, text) if text else None
             followed = (any(marker in text for marker in VERSION_MARKERS)
-                        or any(ev.matches(text) for ev in self.events))
+                        or any(ev.matches(text) for k in self.index.touched_fingerprints(text)
+                               for ev in self.index.fingerprints[k].events))
             if found is not None and not followed:
                 group: tuple[str, str] | None = (found[0].entry.id, mask_line(text))
             elif found is None and not followed and not _exception_or_header(text):

@@ -85,8 +85,6 @@ class _Collector:
         self.path_rank: int | None = None  # the rank the current file's path names (torchrun --log-dir)
         self.error_file = False  # reading a TorchElastic error file: its findings are the rank's own account
         self.given_versions = dict(given_versions or {})  # from the caller (--env FILE): they win
-        # (anchor, fingerprint) pairs: a line that holds none of a fingerprint's anchors cannot move it on
-        self._fp_anchors = [(a, k) for k, fp in enumerate(index.fingerprints) for ev in fp.events for a in ev.anchors]
         self._memo: dict[str, _Facts] = {}
         self._masked: dict[str, str] = {}  # text -> mask_line(text), for the same reason
         self._stripped: dict[str, Line] = {}  # raw line -> strip_prefixes(raw): whole lines repeat, prefix and all
@@ -97,7 +95,7 @@ class _Collector:
         if facts is None:
             fps = self.index.fingerprints
             touched = tuple((k, tuple(ev.matches(text) for ev in fps[k].events))
-                            for k in sorted({k for a, k in self._fp_anchors if a in text}))
+                            for k in self.index.touched_fingerprints(text))
             facts = _Facts(classify_line(self.index, text), exception_type(text), touched,
                            any(marker in text for marker in VERSION_MARKERS))
             if len(self._memo) >= MEMO_LINES:
