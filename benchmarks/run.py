@@ -120,9 +120,9 @@ def bench_candidates(log: Path, index: KbIndex, rounds: int = 3) -> dict[str, fl
     with log.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         lines = mapped_hits(mm, 0, len(mm), prefilter, LookbackPlan(index)).lines
     windows = [lines[i : i + 4096] for i in range(0, len(lines), 4096)]
-    folded_s, alone_s = [], []
+    folded_s, alone_s, folded_cpu = [], [], []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         folded: dict[tuple[str, str], list[object]] = {}
         fold = Folder(index, None, folded)
         collector = _Collector(index)
@@ -132,6 +132,7 @@ def bench_candidates(log: Path, index: KbIndex, rounds: int = 3) -> dict[str, fl
                 collector.feed(raw.decode("utf-8", "replace"), number)
         collector.add_folded(folded)
         folded_s.append(time.perf_counter() - start)
+        folded_cpu.append(time.process_time() - cpu)
         start = time.perf_counter()
         collector = _Collector(index)
         collector.begin_file(0, "log", None)
@@ -139,8 +140,10 @@ def bench_candidates(log: Path, index: KbIndex, rounds: int = 3) -> dict[str, fl
             collector.feed(raw.decode("utf-8", "replace"), number)
         alone_s.append(time.perf_counter() - start)
     n = max(len(lines), 1)
-    return {"candidate_lines": len(lines), "folded_lines_per_s": n / min(folded_s),
-            "collector_lines_per_s": n / min(alone_s)}
+    # Per core: lines per second of this process's CPU time (a shared machine's wait for a CPU is not the path's
+    # cost); the wall-clock rate beside it.
+    return {"candidate_lines": len(lines), "folded_lines_per_cpu_s": n / min(folded_cpu),
+            "folded_lines_per_s": n / min(folded_s), "collector_lines_per_s": n / min(alone_s)}
 
 
 def bench_adversarial(work: Path) -> dict[str, float]:
@@ -176,35 +179,38 @@ def bench_match_process() -> dict[str, float]:
 
 def bench_large_kb(work: Path) -> dict[str, float]:
     index_path = make_index(work / "kb10k", 10_000)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     fuzzy_path = index_path.parent / FUZZY_FILE
     index = KbIndex(json.loads(index_path.read_text(encoding="utf-8")), None, "synthetic",
                     lambda: json.loads(fuzzy_path.read_text(encoding="utf-8")))
-    load_s = time.perf_counter() - start
+    load_s, load_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     lines = [f"RuntimeError: synthetic failure {i} happened in stage {i % 7}" for i in range(0, 10_000, 37)]
     lines += ["step 100 | loss 2.31 | tokens/s 12000"] * 200
-    start = time.perf_counter()
-    assert index.fuzzy is not None
-    fuzzy_load_s = time.perf_counter() - start  # paid once, by the first line that reaches the fuzzy tier
-    match(lines[0], index=index)  # first-use compilation is part of neither number
-    start = time.perf_counter()
-    for line in lines:
-        match(line, index=index)
-    per_line_ms = (time.perf_counter() - start) / len(lines) * 1000
     # Lines no signature matches, so every tier runs: reworded failures (the fuzzy tier answers) and healthy
     # lines that share the knowledge base's words (every tier abstains, the worst case).
     reworded = [f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} code{i} has failed after 12 steps" for i in range(0, 10_000, 37)]
     healthy = [f"INFO step {s}: {WORDS[s % 16]} {WORDS[(s // 16) % 16]} code{s} finished stage{s}" for s in range(300)]
-    start = time.perf_counter()
-    named = sum(bool(match(line, index=index)) for line in reworded)
-    reworded_ms = (time.perf_counter() - start) / len(reworded) * 1000
-    start = time.perf_counter()
-    for line in healthy:
+    # What each tier builds on first use (the fuzzy tier's index, the case-insensitive word index and RE2 set),
+    # paid once per process by the first line that reaches it: timed apart, so the per-line figures are the
+    # steady state. A signature's own regex is still compiled on first use inside the timed loops.
+    start, cpu = time.perf_counter(), time.process_time()
+    for line in (lines[0], lines[-1], reworded[0], healthy[0]):
         match(line, index=index)
-    healthy_ms = (time.perf_counter() - start) / len(healthy) * 1000
-    return {"entries": len(index.entries), "bundle_load_s": load_s, "match_ms_per_line": per_line_ms,
-            "fuzzy_load_s": fuzzy_load_s, "fuzzy_reworded_ms_per_line": reworded_ms,
-            "fuzzy_reworded_named": named / len(reworded), "no_answer_ms_per_line": healthy_ms}
+    first_use_s, first_use_cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    timed = {}
+    for name, batch in (("match", lines), ("fuzzy_reworded", reworded), ("no_answer", healthy)):
+        start, cpu = time.perf_counter(), time.process_time()
+        found = [match(line, index=index) for line in batch]
+        timed[name] = ((time.perf_counter() - start) / len(batch) * 1000, (time.process_time() - cpu) / len(batch) * 1000)
+        if name == "fuzzy_reworded":
+            named = sum(bool(f) for f in found)
+    return {"entries": len(index.entries), "bundle_load_s": load_s, "bundle_load_cpu_s": load_cpu_s,
+            "first_use_s": first_use_s, "first_use_cpu_s": first_use_cpu_s,
+            "match_ms_per_line": timed["match"][0], "match_cpu_ms_per_line": timed["match"][1],
+            "fuzzy_reworded_ms_per_line": timed["fuzzy_reworded"][0],
+            "fuzzy_reworded_cpu_ms_per_line": timed["fuzzy_reworded"][1],
+            "fuzzy_reworded_named": named / len(reworded),
+            "no_answer_ms_per_line": timed["no_answer"][0], "no_answer_cpu_ms_per_line": timed["no_answer"][1]}
 
 
 def main() -> None:
@@ -230,16 +236,18 @@ def main() -> None:
         f"scan >= 1.0x rg on {k}": v["rg_ratio"] >= 1.0 for k, v in mixes.items() if "rg_ratio" in v
     }
     goals.update({f"scan >= 0.2x wc -l on {k}": v["wc_ratio"] >= 0.2 for k, v in mixes.items()})
-    goals.update({f"per-candidate path >= 200k lines/s on {k}": v["folded_lines_per_s"] >= 200_000
+    goals.update({f"per-candidate path >= 200k lines per CPU second on {k}": v["folded_lines_per_cpu_s"] >= 200_000
                   for k, v in candidates.items()})
     goals["scan peak RSS <= 200 MB on every log"] = max(
         [v["scan_peak_rss_mb"] for v in mixes.values()]
         + [v for k, v in adversarial.items() if k.endswith("_peak_rss_mb")]) <= 200
     goals["match process <= 5x python -c pass"] = results["match_process"]["match_process_ratio"] <= 5  # type: ignore[index]
-    goals["10k entries: match <= 0.2 ms/line"] = large["match_ms_per_line"] <= 0.2
-    goals["10k entries: bundle load <= 0.5 s"] = large["bundle_load_s"] <= 0.5
+    # In-process per-line and load figures are judged on CPU time (per core, as the goals say); wall time is kept
+    # beside each.
+    goals["10k entries: match <= 0.2 ms/line"] = large["match_cpu_ms_per_line"] <= 0.2
+    goals["10k entries: bundle load <= 0.5 s"] = large["bundle_load_cpu_s"] <= 0.5
     goals["10k entries: a line no signature matches <= 0.2 ms (fuzzy tier)"] = max(
-        large["fuzzy_reworded_ms_per_line"], large["no_answer_ms_per_line"]) <= 0.2
+        large["fuzzy_reworded_cpu_ms_per_line"], large["no_answer_cpu_ms_per_line"]) <= 0.2
     results["goals"] = goals
     results["load_average"] = {"before": list(load_before), "after": list(os.getloadavg())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
