@@ -72,24 +72,26 @@ PREFIXES: tuple[Prefix, ...] = (
 _FIELDS = ("rank", "host", "pid", "stamp")
 
 
-def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], list[tuple[str, tuple[int, ...]]]]:
+def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], dict[int, tuple[str, int, int, int, int]]]:
     """Every prefix in one alternation, tried in order (as a loop over PREFIXES would, but in one call): group
-    `_k` says which prefix matched, and its fields are renamed `_k_<field>` (a name may not repeat)."""
-    parts, table = [], []
+    `_k` says which prefix matched, and its fields are renamed `_k_<field>` (a name may not repeat). The table
+    maps the number of group `_k` (a match's lastindex) to the prefix's name and the group number of each of
+    _FIELDS in it (0 where it has none)."""
+    parts = []
     for k, prefix in enumerate(prefixes):
         source = prefix.pattern.pattern
         assert source.startswith("^"), prefix.name
         source = re.sub(r"\(\?P<(\w+)>", rf"(?P<_{k}_\1>", source[1:])
         parts.append(f"(?P<_{k}>{source})")
     pattern = re.compile("|".join(parts))
+    table = {}
     for k, prefix in enumerate(prefixes):
-        # the group number of each of _FIELDS in this prefix (0 where it has none)
-        table.append((prefix.name, tuple(pattern.groupindex.get(f"_{k}_{f}", 0) for f in _FIELDS)))
+        rank, host, pid, stamp = (pattern.groupindex.get(f"_{k}_{f}", 0) for f in _FIELDS)
+        table[pattern.groupindex[f"_{k}"]] = (prefix.name, rank, host, pid, stamp)
     return pattern, table
 
 
 _ANY_PREFIX, _PREFIX_TABLE = _combined(PREFIXES)
-_PREFIX_GROUP = {_ANY_PREFIX.groupindex[f"_{k}"]: k for k in range(len(PREFIXES))}
 
 
 class Line:
@@ -155,17 +157,15 @@ def strip_prefixes(raw: str) -> Line:
         m = _ANY_PREFIX.match(stripped)
         if not m or m.end() == 0:  # no prefix pattern matches empty text, so the first that matches is the one
             break
-        name, fields = _PREFIX_TABLE[_PREFIX_GROUP[m.lastindex]]  # type: ignore[index]
-        if any(fields):
-            rank, host, pid, stamp = (m.group(g) if g else None for g in fields)
-            if rank is not None and line.rank is None:
-                line.rank = safe_int(rank)
-            if host and line.host is None:
-                line.host = host
-            if pid and line.pid is None:
-                line.pid = safe_int(pid)
-            if stamp and line.stamp is None:
-                line.stamp = stamp
+        name, rank, host, pid, stamp = _PREFIX_TABLE[m.lastindex]  # type: ignore[index]
+        if rank and line.rank is None and m.group(rank) is not None:
+            line.rank = safe_int(m.group(rank))
+        if host and line.host is None and m.group(host):
+            line.host = m.group(host)
+        if pid and line.pid is None and m.group(pid):
+            line.pid = safe_int(m.group(pid))
+        if stamp and line.stamp is None and m.group(stamp):
+            line.stamp = m.group(stamp)
         line.prefixes.append(name)
         text = stripped[m.end() :]
     line.indented = text[:1] in (" ", "\t")
