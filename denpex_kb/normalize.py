@@ -64,12 +64,14 @@ PREFIXES: tuple[Prefix, ...] = (
         re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d (?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\]) ?"),
     ),
     Prefix("time-only", re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]? ")),
-    # pdsh/clush `host: `: a lowercase host name with a digit, so `RuntimeError: ` is never taken for one.
+    # pdsh/clush `host: `: a lowercase host name with a digit, so `RuntimeError: ` is never taken for one. Not
+    # after a kernel log's time stamp: there the same shape is the kernel's device tag (`nvidia-nvswitch1: `).
     Prefix("pdsh-host", re.compile(r"^(?P<host>[a-z][a-z0-9-]*\d[a-z0-9.-]*): ")),
 )
 
 
 _FIELDS = ("rank", "host", "pid", "stamp")
+_KERNEL = frozenset({"kernel-time", "dmesg-human", "syslog"})  # prefixes of the kernel's own log lines
 
 
 def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], dict[int, tuple[str, int, int, int, int]]]:
@@ -158,6 +160,8 @@ def strip_prefixes(raw: str) -> Line:
         if not m or m.end() == 0:  # no prefix pattern matches empty text, so the first that matches is the one
             break
         name, rank, host, pid, stamp = _PREFIX_TABLE[m.lastindex]  # type: ignore[index]
+        if name == "pdsh-host" and line.prefixes and line.prefixes[-1] in _KERNEL:
+            break  # a device tag, part of the kernel's message
         if rank and line.rank is None and m.group(rank) is not None:
             line.rank = safe_int(m.group(rank))
         if host and line.host is None and m.group(host):

@@ -53,6 +53,16 @@ def test_exception_names_are_not_taken_for_hosts():
     assert strip_prefixes("ValueError: bad").text == "ValueError: bad"
 
 
+def test_a_kernel_device_tag_is_not_taken_for_a_host():
+    # The SXid line of the NVSwitch driver as dmesg prints it (quoted in the gpud project's SXid notes): after the
+    # kernel's time stamp, `nvidia-nvswitch1: ` names a device, not the host that logged the line.
+    raw = "[6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up"
+    line = strip_prefixes(raw)
+    assert line.host is None and line.text.startswith("nvidia-nvswitch1: SXid")
+    pdsh = strip_prefixes("gpu-node12: [6781753.400584] NVRM: Xid (PCI:0000:91:00): 79, GPU has fallen off the bus.")
+    assert pdsh.host == "gpu-node12" and pdsh.text.startswith("NVRM: Xid")
+
+
 @pytest.mark.parametrize(
     "text,expected",
     [
@@ -102,6 +112,8 @@ def _one_prefix_at_a_time(raw: str) -> tuple:
         if hit is None:
             break
         name, m = hit
+        if name == "pdsh-host" and names and names[-1] in ("kernel-time", "dmesg-human", "syslog"):
+            break  # after a kernel log's prefix the same shape is a device tag, kept in the text
         names.append(name)
         for key, value in m.groupdict().items():
             if value and key in ("rank", "host", "pid", "stamp"):
