@@ -95,7 +95,8 @@ def bench_mixes(work: Path, size_mb: int, rounds: int = 3) -> dict[str, dict[str
             got = _median_runs(cmds, rounds, {**CHILD_ENV, "LC_ALL": "C"})
             row = {"log_mb": size, "scan_s": got["scan"][0], "scan_mb_per_s": size / got["scan"][0],
                    "scan_peak_rss_mb": got["scan"][1] / 1024, "wc_s": got["wc"][0],
-                   "wc_ratio": got["wc"][0] / got["scan"][0], "scan_cpu_s": got["scan"][2]}
+                   "wc_ratio": got["wc"][0] / got["scan"][0], "scan_cpu_s": got["scan"][2], "wc_cpu_s": got["wc"][2],
+                   "wc_cpu_ratio": got["wc"][2] / got["scan"][2]}
             if rg:
                 row.update(rg_s=got["rg"][0], rg_ratio=got["rg"][0] / got["scan"][0], rg_cpu_s=got["rg"][2],
                            rg_cpu_ratio=got["rg"][2] / got["scan"][2])
