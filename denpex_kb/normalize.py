@@ -72,6 +72,9 @@ PREFIXES: tuple[Prefix, ...] = (
 
 _FIELDS = ("rank", "host", "pid", "stamp")
 _KERNEL = frozenset({"kernel-time", "dmesg-human", "syslog"})  # prefixes of the kernel's own log lines
+# A prefix kind that is not one right after these kinds: there its shape is part of the message (a kernel device
+# tag such as `nvidia-nvswitch1: ` after a kernel time stamp), so stripping stops. Exported to the hub's page.
+NOT_AFTER: dict[str, frozenset[str]] = {"pdsh-host": _KERNEL}
 
 
 def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], dict[int, tuple[str, int, int, int, int]]]:
@@ -160,8 +163,8 @@ def strip_prefixes(raw: str) -> Line:
         if not m or m.end() == 0:  # no prefix pattern matches empty text, so the first that matches is the one
             break
         name, rank, host, pid, stamp = _PREFIX_TABLE[m.lastindex]  # type: ignore[index]
-        if name == "pdsh-host" and line.prefixes and line.prefixes[-1] in _KERNEL:
-            break  # a device tag, part of the kernel's message
+        if line.prefixes and line.prefixes[-1] in NOT_AFTER.get(name, ()):
+            break  # e.g. a kernel device tag, part of the message
         if rank and line.rank is None and m.group(rank) is not None:
             line.rank = safe_int(m.group(rank))
         if host and line.host is None and m.group(host):

@@ -307,6 +307,25 @@ def test_browser_paste_box_undoes_every_pasted_text_artifact_as_match_does(index
 
 
 @pytest.mark.browser
+def test_browser_paste_box_keeps_a_kernel_device_tag_as_match_does(index, browser_page):
+    """After a kernel log's time stamp, `nvidia-nvswitch1: ` is a device tag kept in the text, not a host
+    (normalize.NOT_AFTER, exported to the page): the NVSwitch driver's SXid line as dmesg prints it (gpud's SXid
+    notes), alone, with a word dropped, and behind a pdsh host."""
+    base, page, _requests = browser_page
+    _ready(page, base)
+    sxid = "[6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up"
+    texts = [sxid, sxid.replace("Fatal,", ","), "node7: " + sxid]
+    got = page.evaluate("texts => texts.map(t => { const r = window.denpexMatch(t); "
+                        "return r.length ? [r[0].id, r[0].tier, r[0].text] : null; })", texts)
+    expected = []
+    for text in texts:
+        ranked = match(text, index=index)
+        expected.append([ranked[0].id, ranked[0].tier, ranked[0].text] if ranked else None)
+    assert got == expected
+    assert expected[0] is not None and expected[0][2].startswith("nvidia-nvswitch1: SXid")
+
+
+@pytest.mark.browser
 def test_browser_paste_box_runs_the_fuzzy_and_evidence_tiers_as_match_does(kb, index, browser_page):
     """Lines no signature matches, that only the fuzzy or the exception-evidence tier names (constructed from
     the examples, see `_perturbed`): the page must give each Python's top answer, tier and score, and say what

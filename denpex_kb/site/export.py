@@ -265,6 +265,7 @@ def match_index(index: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
             "ansi": _py_regex(normalize._ANSI),
             "tqdm": _py_regex(normalize._TQDM),
             "prefixes": [{"name": p.name, "pattern": _py_regex(p.pattern)} for p in normalize.PREFIXES],
+            "not_after": {name: sorted(kinds) for name, kinds in normalize.NOT_AFTER.items()},
         },
         "paste": {
             "normalizers": [{"name": x.name, "pattern": _py_regex(x.pattern)} for x in paste.NORMALIZERS],

@@ -74,6 +74,7 @@
     this.ansi = new RegExp(norm.ansi, "gu");
     this.tqdm = new RegExp(norm.tqdm, "u");
     this.prefixes = norm.prefixes.map(function (p) { return { name: p.name, re: new RegExp(p.pattern, "u") }; });
+    this.notAfter = norm.not_after || {};
     this.normalizers = data.paste.normalizers.map(function (n) {
       return { name: n.name, re: new RegExp(n.pattern, "gu"), fn: replacer(n.name) };
     });
@@ -138,6 +139,8 @@
       for (var p = 0; p < this.prefixes.length; p++) {
         var m = this.prefixes[p].re.exec(stripped);
         if (!m || m.index + m[0].length === 0) continue;
+        var blocked = this.notAfter[this.prefixes[p].name];
+        if (blocked && line.prefixes.length && blocked.indexOf(line.prefixes[line.prefixes.length - 1]) >= 0) break;
         var g = m.groups || {};
         if (g.rank != null && line.rank === null && /^\d{1,9}$/.test(g.rank)) line.rank = parseInt(g.rank, 10);
         if (g.host && line.host === null) line.host = g.host;
