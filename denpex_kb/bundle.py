@@ -135,10 +135,9 @@ class IndexedEvent:
 class Lookback(NamedTuple):
     """Where the scanner looks back for a fingerprint's leading `info` events (see KbIndex.lookbacks)."""
 
-    triggers: tuple[str, ...]
+    event: IndexedEvent  # the trigger: a line holding its anchors looks back only if it matches the event
     anchors: tuple[str, ...]
     within: int
-    event: IndexedEvent  # the trigger event: a line holding its anchors looks back only if it matches it
 
 
 class IndexedFingerprint(NamedTuple):
@@ -270,13 +269,15 @@ class KbIndex:
         anchors = sorted({a for a, _ in pairs}, key=len, reverse=True)
         return (re.compile("|".join(map(re.escape, anchors))) if anchors else None), pairs
 
-    def touched_fingerprints(self, text: str) -> list[int]:
-        """The fingerprints with an anchor in `text`, by position: only those can be moved on by the line. Most
-        candidate lines hold none, and one search of the alternation says so."""
+    def fingerprint_events(self, text: str) -> tuple[tuple[int, tuple[bool, ...]], ...]:
+        """For each fingerprint with an anchor in `text` (by position; only those can be moved on by the line),
+        whether the text matches each of its events. Most candidate lines hold no anchor, and one search of the
+        alternation says so."""
         any_anchor, pairs = self._event_anchors
         if any_anchor is None or any_anchor.search(text) is None:
-            return []
-        return sorted({k for a, k in pairs if a in text})
+            return ()
+        return tuple((k, tuple(ev.matches(text) for ev in self.fingerprints[k].events))
+                     for k in sorted({k for a, k in pairs if a in text}))
 
     @cached_property
     def all_anchors(self) -> list[str]:
@@ -306,8 +307,7 @@ class KbIndex:
             lead = [ev for ev in fp.events if ev.deferred]
             if lead:
                 trigger = fp.events[len(lead)]
-                found.append(Lookback(trigger.anchors, tuple(sorted({a for ev in lead for a in ev.anchors})), fp.within,
-                                     trigger))
+                found.append(Lookback(trigger, tuple(sorted({a for ev in lead for a in ev.anchors})), fp.within))
         return found
 
     def __getstate__(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ class LookbackPlan:
     def __init__(self, index: KbIndex) -> None:
         self.touched: int | None = None  # the lowest offset a search has read since the caller last looked
         self.plans = [
-            (tuple(t.encode("utf-8") for t in lb.triggers), tuple(a.encode("utf-8") for a in lb.anchors), lb.within,
+            (tuple(t.encode("utf-8") for t in lb.event.anchors), tuple(a.encode("utf-8") for a in lb.anchors), lb.within,
              lb.event)
             for lb in index.lookbacks
         ]

@@ -71,10 +71,10 @@ PREFIXES: tuple[Prefix, ...] = (
 
 
 _FIELDS = ("rank", "host", "pid", "stamp")
-_KERNEL = frozenset({"kernel-time", "dmesg-human", "syslog"})  # prefixes of the kernel's own log lines
+KERNEL_PREFIXES = frozenset({"kernel-time", "dmesg-human", "syslog"})  # prefixes of the kernel's own log lines
 # A prefix kind that is not one right after these kinds: there its shape is part of the message (a kernel device
 # tag such as `nvidia-nvswitch1: ` after a kernel time stamp), so stripping stops. Exported to the hub's page.
-NOT_AFTER: dict[str, frozenset[str]] = {"pdsh-host": _KERNEL}
+NOT_AFTER: dict[str, frozenset[str]] = {"pdsh-host": KERNEL_PREFIXES}
 
 
 def _combined(prefixes: tuple[Prefix, ...]) -> tuple[re.Pattern[str], dict[int, tuple[str, int, int, int, int]]]:

@@ -251,8 +251,7 @@ class Folder:
         if text not in self.memo:
             found = classify_line(self.index, text) if text else None
             followed = (any(marker in text for marker in VERSION_MARKERS)
-                        or any(ev.matches(text) for k in self.index.touched_fingerprints(text)
-                               for ev in self.index.fingerprints[k].events))
+                        or any(any(hits) for _k, hits in self.index.fingerprint_events(text)))
             if found is not None and not followed:
                 group: tuple[str, str] | None = (found[0].entry.id, mask_line(text))
             elif found is None and not followed and not _exception_or_header(text):

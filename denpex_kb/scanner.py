@@ -21,7 +21,16 @@ from .causality import EXIT_SIGNALS, choose_initiating, hints_for, untimed_acros
 from .limits import MAX_FINDINGS, MAX_HOSTS, MAX_NAMED, MAX_OPEN, MAX_RANKS, MAX_VERSIONS, MEMO_LINES
 from .masks import mask_line
 from .matcher import classify_line, score_for
-from .normalize import EXCEPTION_NAMES, EXCEPTION_SUFFIXES, MAX_LINE, TRACEBACK, Line, exception_type, strip_prefixes
+from .normalize import (
+    EXCEPTION_NAMES,
+    EXCEPTION_SUFFIXES,
+    KERNEL_PREFIXES,
+    MAX_LINE,
+    TRACEBACK,
+    Line,
+    exception_type,
+    strip_prefixes,
+)
 from .prefilter import Prefilter, make_prefilter
 from .reading import count_newlines, decoded, open_path, refuse_endless_stdin
 from .report import Finding, ScanError, ScanReport
@@ -39,7 +48,6 @@ GENERIC_MARKERS = (TRACEBACK, *EXCEPTION_SUFFIXES, *EXCEPTION_NAMES)
 UNKNOWN_SCORE = 40
 FINGERPRINT_SCORE = 80  # an ordered sequence of events, when no single line named the entry
 FINGERPRINT_BONUS = 10
-KERNEL_PREFIXES = frozenset({"syslog", "dmesg-human", "kernel-time"})
 SNIFF_BYTES = 64 << 10  # how much of each file's head is read for the job's first timestamp
 SNIFF_LINES = 400
 
@@ -93,10 +101,7 @@ class _Collector:
         """What a normalised line's text alone decides, remembered: logs repeat lines (every rank, every step)."""
         facts = self._memo.get(text)
         if facts is None:
-            fps = self.index.fingerprints
-            touched = tuple((k, tuple(ev.matches(text) for ev in fps[k].events))
-                            for k in self.index.touched_fingerprints(text))
-            facts = _Facts(classify_line(self.index, text), exception_type(text), touched,
+            facts = _Facts(classify_line(self.index, text), exception_type(text), self.index.fingerprint_events(text),
                            any(marker in text for marker in VERSION_MARKERS))
             if len(self._memo) >= MEMO_LINES:
                 self._memo.clear()
