@@ -477,9 +477,13 @@ def default_index() -> KbIndex:
 
 
 def _installed_packs() -> list[CompiledPack]:
-    from .packs import compiled_packs, disabled
+    from .pack_probe import disabled, may_declare_packs
 
-    return [] if disabled() else compiled_packs()
+    if disabled() or not may_declare_packs():
+        return []
+    from .packs import compiled_packs
+
+    return compiled_packs()
 
 
 def load_bundle_dir(path: Path) -> KbIndex:

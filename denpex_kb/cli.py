@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from . import __version__, commands
 
@@ -34,8 +36,28 @@ def _command_modules(only: str | None = None) -> list[ModuleType]:
     return sorted(modules, key=lambda mod: getattr(mod, "ORDER", 99))
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without `shutil`: argparse builds a formatter for every option it registers and
+    sizes it through `shutil.get_terminal_size`, whose import (bz2, lzma, fnmatch) every start would pay for."""
+
+    def __init__(self, prog: str) -> None:
+        columns = os.environ.get("COLUMNS", "")
+        if not columns.isdigit() or int(columns) <= 0:  # as shutil does: COLUMNS, else the terminal, else 80
+            try:
+                columns = str(os.get_terminal_size(sys.__stdout__.fileno()).columns)
+            except (OSError, AttributeError, ValueError):  # not a terminal, no stdout
+                columns = "80"
+        super().__init__(prog, width=max(int(columns) - 2, 20))
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="denpex-kb",
         description="Name the failure behind an ML training error, and how to fix it. Runs locally; no log leaves the machine.",
     )

@@ -7,15 +7,13 @@ base existed still are, so existing `except ValueError` handlers keep working.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .problems import Problem
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """A place in a file or a text: 1-based line and column; `path` is None for a text that is not a file."""
 
     path: str | None = None

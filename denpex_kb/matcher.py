@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import re2
 
@@ -45,9 +45,13 @@ def score_for(specificity: int) -> int:
     return min(99, 55 + specificity // 2)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False)
-class Match:
-    """One entry that `match` found in the text, with the evidence."""
+_NO_VALUES: Mapping[str, Any] = MappingProxyType({})
+
+
+class Match(NamedTuple):
+    """One entry that `match` found in the text, with the evidence. Immutable (`_replace` makes a changed copy);
+    a named tuple, not a dataclass: importing `dataclasses` (and `inspect` with it) lengthens every fresh `match`
+    process by about an eighth."""
 
     id: str
     title: str
@@ -57,7 +61,7 @@ class Match:
     signature: str  # the pattern that matched
     role: str  # the signature's role: initiating or collateral
     text: str  # the normalised line it matched
-    values: dict[str, Any] = field(default_factory=dict)  # extracted values: sizes, ranks, codes
+    values: Mapping[str, Any] = _NO_VALUES  # extracted values: sizes, ranks, codes
     fix: str = ""  # the one-line fix
     url: str = ""  # the entry's page on the hub
     specificity: int = 0
@@ -76,7 +80,8 @@ class Match:
     pack: str | None = None  # the installed pack the entry comes from; None: the knowledge base itself
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = self._asdict()
+        d["values"] = dict(self.values)
         d["version_notes"] = list(self.version_notes)
         d["printed_by"] = dict(self.printed_by)
         return d
@@ -89,7 +94,7 @@ class Match:
 
     def __repr__(self) -> str:
         return (f"Match(id={self.id!r}, score={self.score}, tier={self.tier!r}, text={self.text[:60]!r}, "
-                f"values={self.values})")
+                f"values={dict(self.values)})")
 
 
 def _values(m: Any, line: Line, exc: str | None) -> dict[str, Any]:
@@ -284,7 +289,7 @@ def _versions(found: dict[str, Match], index: KbIndex, raw_lines: list[str],
     for m in found.values():  # the wording alone says which releases printed it
         if m.printed_by:
             said = ", ".join(f"{package} {spec}" for package, spec in m.printed_by)
-            found[m.id] = replace(m, version_notes=(*m.version_notes, f"this wording is printed by {said}"))
+            found[m.id] = m._replace(version_notes=(*m.version_notes, f"this wording is printed by {said}"))
     if not any(m.printed_by or ((info := index.by_id.get(m.id)) is not None and info.versions)
                for m in found.values()):
         return outside
@@ -304,7 +309,7 @@ def _versions(found: dict[str, Match], index: KbIndex, raw_lines: list[str],
             if verdict.outside:
                 outside.add(m.id)
         notes.extend(printed_by_other(dict(m.printed_by), seen))
-        found[m.id] = replace(m, version_notes=tuple(notes))
+        found[m.id] = m._replace(version_notes=tuple(notes))
     return outside
 
 

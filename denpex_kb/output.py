@@ -4,7 +4,7 @@ As a pySigma backend declares its `formats` (a name and a description each) and 
 format, each command here has a `Formats` table: the names its `--format` accepts, a line of help for each, and
 the writer that turns the command's result (a payload) into what is printed. The commands compute; this module
 prints. It is imported by `match` and `scan`, which start on every failed job: only the standard library's
-`json` and `dataclasses` are imported at module level (ElementTree, urllib and the scanner's types load on use).
+`json` and `typing` are imported at module level (ElementTree, urllib and the scanner's types load on use).
 
 Every string that comes from a log, a file name or an entry goes through `terminal.visible` in text output and
 `terminal.json_safe` in JSON output (see `denpex_kb.terminal`).
@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TextIO, TypeVar
 
 from .terminal import json_safe, visible
 from .urls import HUB, REPORT_MISSING
@@ -37,11 +36,13 @@ CUT = "[...]"  # where a long line shown in text output was cut
 # The registry
 
 
-@dataclass(frozen=True)
 class Format(Generic[P]):
-    name: str
-    help: str
-    write: Callable[[P, TextIO, TextIO], None]  # (payload, stdout, stderr)
+    """One `--format` value: its name, a line of help, and the writer (payload, stdout, stderr)."""
+
+    __slots__ = ("help", "name", "write")
+
+    def __init__(self, name: str, help: str, write: Callable[[P, TextIO, TextIO], None]) -> None:
+        self.name, self.help, self.write = name, help, write
 
 
 class Formats(Generic[P]):
@@ -126,8 +127,7 @@ def junit(problems: Sequence[Problem], suite_name: str) -> str:
 # check
 
 
-@dataclass
-class CheckResult:
+class CheckResult(NamedTuple):
     problems: list[Problem]
     files: int
 
@@ -162,8 +162,7 @@ CHECK_FORMATS: Formats[CheckResult] = Formats(
 # test
 
 
-@dataclass
-class TestResult:
+class TestResult(NamedTuple):
     results: list[EntryResult]
     problems: list[Problem]
     benign_codes: frozenset[str] = frozenset()  # problems of the benign corpus, printed after the entries
@@ -227,8 +226,7 @@ TEST_FORMATS: Formats[TestResult] = Formats(
 _TIER_NOTE = {"normalized": ", after undoing pasted-text artifacts", "fuzzy": ", fuzzy", "evidence": ", evidence only"}
 
 
-@dataclass
-class MatchResult:
+class MatchResult(NamedTuple):
     query: str
     matches: list[Match]
 
@@ -276,20 +274,18 @@ MATCH_FORMATS: Formats[MatchResult] = Formats(
 # scan
 
 
-@dataclass
-class ScanJob:
+class ScanJob(NamedTuple):
     """One job of `scan`: its report, or None when none of its files could be read (`errors` says why)."""
 
     name: str
     files: list[str]
     report: ScanReport | None
-    errors: list[str] = field(default_factory=list)  # why the job was not read at all (report is None)
-    flight_lines: list[str] = field(default_factory=list)  # `--fr`: lines folded into the text report
+    errors: Sequence[str] = ()  # why the job was not read at all (report is None)
+    flight_lines: Sequence[str] = ()  # `--fr`: lines folded into the text report
     flight_doc: dict[str, Any] | None = None  # `--fr`: the analysis, for JSON
 
 
-@dataclass
-class ScanResult:
+class ScanResult(NamedTuple):
     jobs: list[ScanJob]
     index: KbIndex | None = None  # for the rules of SARIF output
     headers: bool = False  # text: a header line per job (`--each`)

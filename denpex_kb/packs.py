@@ -31,9 +31,8 @@ from typing import Any
 
 from . import __version__
 from .errors import DenpexError
+from .pack_probe import GROUP, disabled, may_declare_packs
 
-GROUP = "denpex_kb.packs"
-DISABLE_ENV = "DENPEX_KB_NO_PACKS"  # set (to anything but "" or "0") to ignore installed packs
 CACHE_ENV = "DENPEX_KB_CACHE"  # where compiled packs are kept (default: the user's cache directory)
 
 
@@ -57,10 +56,6 @@ class Pack:
         return sorted(p for p in self.root.glob("*.yaml") if not p.name.startswith("_"))
 
 
-def disabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "") not in ("", "0")
-
-
 def _root_of(obj: Any, name: str) -> tuple[Path, str | None]:
     url = getattr(obj, "ENTRY_URL", None) if isinstance(obj, ModuleType) else None
     if isinstance(obj, ModuleType):
@@ -81,42 +76,9 @@ def _root_of(obj: Any, name: str) -> tuple[Path, str | None]:
     return root, url
 
 
-def _may_declare_packs() -> bool:
-    """Whether any distribution on sys.path may declare the group: each dist-info's entry_points.txt read plainly
-    (about a millisecond), so that a machine without packs does not pay at every start for importlib.metadata,
-    which parses every installed distribution (tens to hundreds of milliseconds in a large environment). Only
-    a yes is checked properly; whatever this cannot read plainly (a zip on sys.path, a finder of its own) is a
-    yes."""
-    from importlib.machinery import PathFinder
-
-    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
-        return True
-    needle = GROUP.encode()
-    for entry in sys.path:
-        try:
-            listing = os.scandir(entry or ".")
-        except NotADirectoryError:
-            return True
-        except OSError:  # not there: nothing is installed there
-            continue
-        with listing:
-            for item in listing:
-                if not item.name.endswith((".dist-info", ".egg-info")):
-                    continue
-                try:
-                    with open(os.path.join(item.path, "entry_points.txt"), "rb") as fh:
-                        if needle in fh.read():
-                            return True
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    return True
-    return False
-
-
 def installed() -> tuple[list[Pack], list[str]]:
     """The installed packs, in name order, and a warning for each one that could not be used."""
-    if disabled() or not _may_declare_packs():
+    if disabled() or not may_declare_packs():
         return [], []
     from importlib.metadata import entry_points
 

@@ -156,16 +156,16 @@ def test_the_quick_look_for_packs_says_no_only_where_there_are_none(site: Path, 
     # Said "no", importlib.metadata is not asked at all: so "no" must be true. Asked for real, it agrees.
     from importlib.metadata import entry_points
 
-    from denpex_kb.packs import GROUP, _may_declare_packs
+    from denpex_kb.pack_probe import GROUP, may_declare_packs
 
     bare = tmp_path / "bare"
     (bare / "other-1.0.dist-info").mkdir(parents=True)
     (bare / "other-1.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
     for path, declared in (([str(bare), str(tmp_path / "missing")], False), ([str(bare), str(site)], True)):
         monkeypatch.setattr(sys, "path", path)
-        assert _may_declare_packs() is declared
+        assert may_declare_packs() is declared
         assert bool(list(entry_points(group=GROUP))) is declared
     archive = tmp_path / "lib.zip"  # not read plainly: left to importlib.metadata
     archive.write_bytes(b"PK\x05\x06" + bytes(18))
     monkeypatch.setattr(sys, "path", [str(bare), str(archive)])
-    assert _may_declare_packs() is True
+    assert may_declare_packs() is True

@@ -188,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
         with flight.paused_collector():
             dumps, problems = flight.read_dumps(paths)
             analysis = flight.analyze(dumps, problems=problems)
-            jobs[0].flight_lines = flight.fold_into_report(jobs[0].report, analysis)
-            jobs[0].flight_doc = analysis.to_dict()
+            jobs[0] = jobs[0]._replace(flight_lines=flight.fold_into_report(jobs[0].report, analysis),
+                                       flight_doc=analysis.to_dict())
             del dumps, analysis  # released before the collector is back on (see paused_collector)
     SCAN_FORMATS.write(fmt, ScanResult(jobs, idx, headers=args.each))
     for job in jobs:
