@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,19 @@ def test_explain_suggests_the_entry_a_mistyped_id_meant(capsys):
 
     assert main(["explain", "cuda-out-of-memry"]) == 2
     assert "did you mean cuda-out-of-memory?" in capsys.readouterr().err
+
+
+def test_match_starts_without_modules_it_does_not_use():
+    """What a fresh `match` process imports is most of its time: these are left to the commands that use them
+    (dataclasses brings inspect, ast and tokenize; shutil brings bz2 and lzma; packs brings pathlib and hashlib)."""
+    heavy = ("dataclasses", "inspect", "shutil", "pathlib", "hashlib", "denpex_kb.packs", "denpex_kb.scanner")
+    code = ("import sys\nfrom denpex_kb.cli import main\ntry:\n    main(['match', 'RuntimeError: CUDA error: an "
+            "illegal memory access was encountered'])\nexcept SystemExit:\n    pass\n"
+            f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
+    env = {k: v for k, v in os.environ.items() if k != "DENPEX_KB_BUNDLE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert "cuda-illegal-memory-access" in done.stdout, done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
 
 
 def test_match_and_scan_commands_start_without_the_entry_model(tmp_path):
