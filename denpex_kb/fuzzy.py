@@ -34,8 +34,11 @@ FUZZY_FORMAT = 1
 # A fuzzy answer needs this much (0-100) of both measures below; see the module docstring for how it was set.
 THRESHOLD = 80.0
 MARGIN = 5.0
-# A line shorter than a known wording must align within this leading share of it.
+# A line shorter than a known wording must align within this leading share of it, counted from where its message
+# starts: after a leading exception class or logger name ("runtimeerror: ", "warning:torch.distributed....api:"),
+# which a pasted line often leaves out ("CUDA error: invalid device ordinal" is "RuntimeError: CUDA error: ...").
 _CUT_OFF_START = 0.25
+_LEAD = re.compile(r"^(?:[a-z_][\w.]*:\s*)+")
 # Rarest query words used to retrieve candidates, and candidates scored per line: bounded work per line.
 _QUERY_WORDS = 8
 _CANDIDATES = 24
@@ -72,6 +75,12 @@ def skeleton(text: str) -> str:
     (failure values such as nan kept), case folded, whitespace collapsed."""
     stripped = strip_prefixes(normalize_line(text)).text
     return _SPACE.sub(" ", _mask(stripped)).strip().lower()
+
+
+def _lead(sk: str) -> int:
+    """Where a skeleton's message starts: the length of its leading exception class or logger names."""
+    m = _LEAD.match(sk)
+    return m.end() if m else 0
 
 
 def _classes(words: list[str]) -> set[str]:
@@ -125,6 +134,7 @@ class FuzzyIndex:
         self.evidence: dict[str, list[int]] = data["evidence"]
         postings: dict[str, list[int]] = {}
         self._words = [content_words(known.text) for known in self.known]  # each wording's, computed once
+        self._leads = [_lead(known.text) for known in self.known]
         for k, words in enumerate(self._words):
             for word in set(words):
                 postings.setdefault(word, []).append(k)
@@ -166,7 +176,8 @@ class FuzzyIndex:
         aligned = fuzz.partial_ratio_alignment(shorter, longer)
         if aligned is None:
             return 0.0
-        if shorter is sk and aligned.dest_start > _CUT_OFF_START * len(known):
+        lead = self._leads[k]
+        if shorter is sk and aligned.dest_start > lead + _CUT_OFF_START * (len(known) - lead):
             # A line shorter than the wording it resembles is that wording cut off, so it starts where the
             # wording starts; a tail that many messages share ("compile with TORCH_USE_CUDA_DSA") names none.
             return 0.0

@@ -76,6 +76,20 @@ def test_a_cut_off_line_is_answered_when_it_starts_where_the_wording_starts(tiny
     assert match("its lease on the gearbox coordinator after 30 heartbeats", index=tiny) == []
 
 
+def test_a_line_without_the_wordings_exception_class_starts_where_its_message_starts(tmp_path: Path):
+    """Pastes often leave out the class ("CUDA error: invalid device ordinal" for "RuntimeError: CUDA error: ..."):
+    the cut-off rule counts from where the message starts, so a long class name does not push the line out."""
+    (tmp_path / "_tags.yaml").write_text((KB / "_tags.yaml").read_text())
+    _entry(tmp_path, "gearbox-lease-expired",
+           ["GearboxCoordinatorUnavailableError: lease expired on gearbox while the spindle turned"],
+           ["GearboxCoordinatorUnavailableError: lease expired on gearbox 7 while the spindle turned"])
+    index = index_from_kb_dir(tmp_path, strict=False)
+    found = match("lease expired on gearbox while the spindle turned", index=index)
+    assert [m.id for m in found] == ["gearbox-lease-expired"] and found[0].tier == FUZZY
+    # The message's own tail is still no evidence.
+    assert match("gearbox while the spindle turned", index=index) == []
+
+
 def test_a_wording_two_entries_print_names_neither(tiny):
     assert match("shared tail: see the operators manual for the sprocket daemon", index=tiny) == []
 

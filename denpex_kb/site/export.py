@@ -228,6 +228,7 @@ def fuzzy_index(kb: KnowledgeBase) -> dict[str, Any]:
         "masks": _py_regex(masks._combined()),
         "words": _py_regex(fuzzy._WORDS),
         "frame": _py_regex(fuzzy._FRAME),
+        "lead": _py_regex(fuzzy._LEAD),
         "info": _py_regex(fuzzy._INFO, ignore_case=True),
         "exception": _py_regex(normalize._EXCEPTION),
         "fuzzy_top": matcher._FUZZY_TOP, "evidence_score": matcher._EVIDENCE_SCORE,

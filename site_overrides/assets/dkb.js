@@ -655,12 +655,14 @@
     this.maskRe = new RegExp(data.masks, "gu");
     this.wordsRe = new RegExp(data.words, "gu");
     this.frameRe = new RegExp(data.frame, "u");
+    this.leadRe = new RegExp(data.lead, "u");
     this.infoRe = new RegExp(data.info, "iu");
     this.exceptionRe = new RegExp(data.exception, "u");
     this.kept = new Set(data.kept);
     this.functionWords = new Set(data.function_words);
     this.known = data.known.map(function (row) {
-      return { entry: row[0], role: data.roles[row[1]], text: row[2], cps: null };
+      var lead = self.leadRe.exec(row[2]); // fuzzy._lead, in code points as Python counts
+      return { entry: row[0], role: data.roles[row[1]], text: row[2], cps: null, lead: lead ? codePoints(lead[0]).length : 0 };
     });
     this.evidence = new Map(Object.keys(data.evidence).map(function (k) { return [k, data.evidence[k]]; }));
     var postings = new Map();
@@ -757,7 +759,7 @@
     var knownIsShorter = known.cps.length <= skCps.length;
     var shorter = knownIsShorter ? known.cps : skCps, longer = knownIsShorter ? skCps : known.cps;
     var aligned = partialRatioAlignment(shorter, longer);
-    if (!knownIsShorter && aligned.dest_start > this.data.cut_off_start * known.cps.length) return 0.0;
+    if (!knownIsShorter && aligned.dest_start > known.lead + this.data.cut_off_start * (known.cps.length - known.lead)) return 0.0;
     var window = fromCodePoints(longer, aligned.dest_start, aligned.dest_end);
     var shortWords = knownIsShorter ? this.words[k] : this.contentWords(sk);
     var windowWords = this.contentWords(window);
