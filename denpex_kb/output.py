@@ -320,7 +320,9 @@ def render_scan(report: ScanReport) -> str:
         out.append(f"No failure found in {plural(report.lines, 'line')}.")
     else:
         name = f"{init.id}: {init.title}" if init.id else f"unrecognised {init.exception or 'exception'} (no entry knows it yet)"
-        out.append(f"Initiating failure  {visible(name)}")
+        # A log with nothing but fallout still names its earliest symptom, not as the cause (a hint says so).
+        label = "Earliest symptom" if init.signature_role == "collateral" else "Initiating failure"
+        out.append(f"{label}  {visible(name)}")
         if report.info and report.info.pack:
             out.append(f"  from the installed pack {visible(report.info.pack)}")
         out.append(f"  at   {_where(init)}")
@@ -498,7 +500,8 @@ _UNKNOWN = {
 
 def _message(f: Finding) -> str:
     what = f"{f.id}: {f.title}" if f.id else f"unrecognised {f.exception or 'exception'} (no entry knows it yet)"
-    role = "Initiating failure" if f.role == "initiating" else "Collateral"
+    role = ("Collateral" if f.role != "initiating" else
+            "Earliest symptom" if f.signature_role == "collateral" else "Initiating failure")
     ranks = f.ranks or ([f.rank] if f.rank is not None else [])
     who = f" on rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)}" if ranks else ""
     folded = f" ({plural(f.count, 'line')})" if f.count > 1 else ""

@@ -56,6 +56,15 @@ def test_collateral_only_log_names_the_most_telling_fallout():
     report = scan(lines)
     assert report.initiating is not None
     assert report.initiating.id == "nccl-watchdog-timeout"  # not the launcher's summary
+    # ...but as the earliest symptom, not as the cause: the report says the cause is in another log.
+    assert any(h.startswith("this log shows no root cause") for h in report.hints)
+    from denpex_kb.output import render_scan
+
+    text = render_scan(report)
+    assert "Earliest symptom  nccl-watchdog-timeout" in text and "Initiating failure" not in text
+    with_cause = scan(job_log())
+    assert not any(h.startswith("this log shows no root cause") for h in with_cause.hints)
+    assert "Initiating failure  cuda-out-of-memory" in render_scan(with_cause)
 
 
 def test_unknown_exception_is_still_reported(tmp_path: Path):
