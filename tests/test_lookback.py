@@ -28,8 +28,10 @@ def _socket(report) -> list:
 def test_info_event_anchors_are_not_searched_for_across_the_log():
     index = default_index()
     prefilter = scanner.prefilter_for(index)
-    assert "NCCL INFO Bootstrap : Using" in index.deferred_anchors
-    assert "NCCL INFO Bootstrap : Using" not in index.prefilter_anchors
+    # The fingerprint's leading INFO event (NCCL's "Bootstrap : Using", "Bootstrap: Using" from 2.24.3) is looked
+    # for only near a trigger, never across the whole log.
+    assert "NCCL INFO Bootstrap" in index.deferred_anchors
+    assert not any(a.startswith("NCCL INFO Bootstrap") for a in index.prefilter_anchors)
     assert not prefilter.search(BOOTSTRAP.encode())
     healthy = ("\n".join([BOOTSTRAP, STEP] * 500) + "\n").encode()
     hits = passes.stream_hits(io.BytesIO(healthy), prefilter, None, lookback=LookbackPlan(index))
@@ -46,6 +48,15 @@ def test_the_sequence_is_still_seen_before_its_trigger(tmp_path: Path, monkeypat
     assert [f.to_dict() for f in read.findings] == [{**f.to_dict(), "file": str(log)} for f in every_line.findings]
     parallel = _parallel(monkeypatch, log)  # worker processes over memory-mapped windows
     assert [f.to_dict() for f in parallel.findings] == [f.to_dict() for f in read.findings]
+
+
+def test_the_newer_bootstrap_spelling_starts_the_sequence_too(tmp_path: Path):
+    # NCCL 2.24.3 dropped the space before the colon ("Bootstrap: Using").
+    newer = BOOTSTRAP.replace("Bootstrap : Using", "Bootstrap: Using")
+    log = tmp_path / "job.log"
+    log.write_text("\n".join([STEP] * 30 + [newer] + [STEP] * 100 + [CONNECT] + [STEP] * 30) + "\n", encoding="utf-8")
+    found = _socket(scan(log))
+    assert found and found[0].values.get("fingerprint") is True
 
 
 def test_a_leading_event_further_back_than_within_lines_does_not_count(tmp_path: Path):
