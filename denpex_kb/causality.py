@@ -74,8 +74,7 @@ def choose_initiating(findings: list[Finding], index: KbIndex) -> Finding | None
 
 def hints_for(findings: list[Finding], initiating: Finding | None, index: KbIndex) -> list[str]:
     hints: list[str] = []
-    if initiating is not None and initiating.signature_role == "collateral":
-        # Only fallout in this log (timeouts, aborts, a launcher's summary): what caused it was printed elsewhere.
+    if initiating is not None and initiating.fallout_only:  # what caused it was printed elsewhere
         hints.append(f"this log shows no root cause, only fallout: {initiating.id} follows a failure or a hang "
                      "elsewhere; scan the other ranks' and nodes' logs with it, and look in the kernel log (dmesg) "
                      "and the scheduler's record of the job")

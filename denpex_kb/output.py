@@ -308,6 +308,13 @@ def _collateral_key(f: Finding) -> str:
     return f.id or f"unrecognised {f.exception}"
 
 
+def _role_label(f: Finding) -> str:
+    """How a finding's role reads; a log with nothing but fallout names its earliest symptom, not a cause."""
+    if f.role != "initiating":
+        return "Collateral"
+    return "Earliest symptom" if f.fallout_only else "Initiating failure"
+
+
 def render_scan(report: ScanReport) -> str:
     """The text report of one job."""
     out: list[str] = []
@@ -320,9 +327,7 @@ def render_scan(report: ScanReport) -> str:
         out.append(f"No failure found in {plural(report.lines, 'line')}.")
     else:
         name = f"{init.id}: {init.title}" if init.id else f"unrecognised {init.exception or 'exception'} (no entry knows it yet)"
-        # A log with nothing but fallout still names its earliest symptom, not as the cause (a hint says so).
-        label = "Earliest symptom" if init.signature_role == "collateral" else "Initiating failure"
-        out.append(f"{label}  {visible(name)}")
+        out.append(f"{_role_label(init)}  {visible(name)}")
         if report.info and report.info.pack:
             out.append(f"  from the installed pack {visible(report.info.pack)}")
         out.append(f"  at   {_where(init)}")
@@ -500,8 +505,7 @@ _UNKNOWN = {
 
 def _message(f: Finding) -> str:
     what = f"{f.id}: {f.title}" if f.id else f"unrecognised {f.exception or 'exception'} (no entry knows it yet)"
-    role = ("Collateral" if f.role != "initiating" else
-            "Earliest symptom" if f.signature_role == "collateral" else "Initiating failure")
+    role = _role_label(f)
     ranks = f.ranks or ([f.rank] if f.rank is not None else [])
     who = f" on rank{'s' if len(ranks) > 1 else ''} {ranges(ranks)}" if ranks else ""
     folded = f" ({plural(f.count, 'line')})" if f.count > 1 else ""

@@ -48,6 +48,12 @@ class Finding:
         return d
 
     @property
+    def fallout_only(self) -> bool:
+        """Chosen as the initiating failure although its entry calls the line fallout (a watchdog timeout, a
+        launcher's summary): the log holds no root cause, and this is its earliest symptom."""
+        return self.role == "initiating" and self.signature_role == "collateral"
+
+    @property
     def line(self) -> int:
         """Deprecated in 0.2.0, removed in 0.3.0: the line's number is `line_number` (`line` names a `Line`)."""
         warnings.warn("Finding.line is deprecated; use Finding.line_number", DeprecationWarning, stacklevel=2)
