@@ -10,7 +10,7 @@ initiating failure and its collateral. Both run locally on the knowledge base bu
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from typing import TYPE_CHECKING, Any
 

@@ -14,6 +14,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from conftest import entry_yaml, variant
+import denpex_kb
 from denpex_kb.cli import main
 from denpex_kb.formatting import format_text
 from denpex_kb.scaffold import derive_id, placeholders, propose, template_for, template_matches
@@ -75,7 +76,7 @@ def test_scaffold_is_invalid_exactly_at_its_placeholders(make_kb, in_tmp, capsys
     assert "created kb/cuda-out-of-memory.yaml" in out
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# yaml-language-server: $schema=../schema/entry.schema.json\n")
-    assert "status: draft" in text and 'since: "0.1.0"' in text
+    assert "status: draft" in text and f'since: "{denpex_kb.__version__}"' in text
     doc = load_text(text)
     assert doc["examples"]["match"][0]["text"] == OOM_LINE
     assert doc["examples"]["match"][0]["source"] == "captured: <fill in software and version>"
