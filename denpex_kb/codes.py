@@ -83,6 +83,13 @@ CODES: tuple[Code, ...] = (
          "`captured: <software> <version>` (a proxy or archive URL, or a doubled `source: source:`, is rejected).",
          "Write the issue as `owner/repo#N`, link the original page (not a proxy or archive of it), or say what you ran "
          "as `captured: <software> <version>`."),
+    Code("DKB111", "command-syntax", E,
+         "A command's `run`, or a bash block in the prose, is not what bash would run: an unclosed quote, or a "
+         "`<placeholder>` outside quotes, which bash reads as a redirection from a file of that name.",
+         "Close the quote, or write the value the reader fills in as a shell variable (`\"$NODE\"`) and say in the "
+         "description what to set it to."),
+    Code("DKB112", "since", E, "`since` names a denpex-kb version newer than the package's own.",
+         "Write the version the entry first ships in: for a new entry, the package's version (`denpex_kb.__version__`)."),
     Code("DKB201", "match-example", E, "A match example matches no entry.",
          "Widen a signature of the entry to cover the wording, or drop the example if it is not this failure."),
     Code("DKB202", "shadowing", E, "A match example ranks another entry first: that entry shadows this one.",

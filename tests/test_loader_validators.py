@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ CASES = [
     ("signature anchored with ^", "caret.yaml", variant(("id: demo-device-mismatch", "id: caret"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "^Expected all tensors to be on the same device"')), "DKB104", 12, 11, ["whole of that line is written"]),
     ("signature without a usable anchor", "bad-anchor.yaml", variant(("id: demo-device-mismatch", "id: bad-anchor"), ('kind: literal\n    text: "Expected all tensors to be on the same device"', 'kind: regex\n    text: "\\\\d+ \\\\w+"')), "DKB104", 12, 11, ["anchor"]),
     ("related id that does not exist", "bad-related.yaml", variant(("id: demo-device-mismatch", "id: bad-related")) + "related:\n  - {id: no-such-entry, relation: sibling}\n", "DKB102", 33, 10, ["no-such-entry", "does not exist"]),
+    ("command with a placeholder bash reads as a redirection", "bad-command.yaml", variant(("id: demo-device-mismatch", "id: bad-command")) + "commands:\n  - purpose: diagnose\n    description: The job's final state.\n    run: sacct -j <jobid> --format=JobID,State\n", "DKB111", 35, 19, ["'<jobid>'", "shell variable"]),
+    ("since a version not yet made", "bad-since.yaml", variant(("id: demo-device-mismatch", "id: bad-since"), ("since: 0.1.0", "since: 9.0.0")), "DKB112", 9, 8, ["9.0.0", "newer"]),
     ("reference that is not http(s)", "bad-url.yaml", variant(("id: demo-device-mismatch", "id: bad-url")) + "references:\n  - {url: 'javascript:alert(1)', title: x}\n", "DKB003", 33, 11, ["http"]),
 ]
 
@@ -96,8 +99,60 @@ def test_every_registered_check_is_documented():
 
 EXPECTED_CHECKS = {
     "file-name", "schema-comment", "tags", "signatures", "related-self", "placeholders", "response",
-    "invisible-text", "provenance", "related", "replaced-by", "collateral-cycle",
+    "invisible-text", "provenance", "command-syntax", "since", "related", "replaced-by", "collateral-cycle",
 }
+
+
+def _command_problems(make_kb, run: str) -> list[str]:
+    quoted = json.dumps(run)  # a JSON string is a YAML double-quoted scalar
+    text = variant(("id: demo-device-mismatch", "id: with-command")) + (
+        f"commands:\n  - purpose: diagnose\n    description: A command.\n    run: {quoted}\n"
+    )
+    root = make_kb({"with-command.yaml": text})
+    return [p.message for p in problems_for(root, "with-command.yaml") if p.code == "DKB111"]
+
+
+@pytest.mark.parametrize("run", [
+    "ls /proc/<pid>/fd | wc -l",
+    "docker run --rm <image> df -h /dev/shm",
+    "torchrun <your usual arguments> 2>&1 | grep WARN",
+    'echo "$A" <N>',
+    "echo a#b <N>",  # a '#' inside a word starts no comment
+    "echo 'a'#b <N>",  # nor right after a quote
+])
+def test_a_placeholder_outside_quotes_is_reported(make_kb, run):
+    found = _command_problems(make_kb, run)
+    assert len(found) == 1 and "redirection" in found[0], found
+
+
+@pytest.mark.parametrize("run", [
+    "python -c \"print('<repo-id>')\"",  # inside double quotes: a literal
+    "grep -E '^\\[[0-9]+\\]<stderr>:' job.log",  # inside single quotes
+    "sort < input.txt > sorted.txt 2>&1",  # real redirections, spaced
+    "diff <(sort a) <(sort b)",  # process substitution
+    "cat <<EOF\nx\nEOF",  # a heredoc
+    "echo \\<N\\>",  # escaped: bash prints the angle brackets
+    "mpirun -np 8 python train.py  # Open MPI's [1,N]<stderr>: prefix, that's all",  # a comment, quote and all
+])
+def test_quoted_or_real_redirections_are_not_placeholders(make_kb, run):
+    assert _command_problems(make_kb, run) == []
+
+
+def test_shell_blocks_in_the_prose_are_read_too(make_kb):
+    body = (
+        "  body: |\n    Drain the node:\n    ```bash\n    scontrol update nodename=<node> state=drain\n    ```\n"
+        "    In Python the same text is no redirection:\n    ```python\n    print(<node>)\n    ```\n"
+    )
+    text = variant(("id: demo-device-mismatch", "id: with-block"), ("  body: Call `.to(device)` on each input tensor.\n", body))
+    root = make_kb({"with-block.yaml": text})
+    found = [p for p in problems_for(root, "with-block.yaml") if p.code == "DKB111"]
+    assert [(p.line, p.col) for p in found] == [(24, 30)], [p.render() for p in found]
+    assert "'<node>' in the shell block" in found[0].message
+
+
+def test_an_unclosed_quote_is_reported(make_kb):
+    found = _command_problems(make_kb, "grep -E 'NCCL WARN job.log")
+    assert len(found) == 1 and "never closes" in found[0], found
 
 
 def test_run_checks_runs_each_registered_check(make_kb, monkeypatch):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from conftest import entry_yaml, variant
 import denpex_kb
+from conftest import entry_yaml, variant
 from denpex_kb.cli import main
 from denpex_kb.formatting import format_text
 from denpex_kb.scaffold import derive_id, placeholders, propose, template_for, template_matches

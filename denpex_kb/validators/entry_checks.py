@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 from collections.abc import Iterable
 
@@ -240,3 +241,116 @@ class ExampleProvenance(EntryCheck):
             why = provenance_problem(source)
             if why is not None:
                 yield self.problem(loaded, ("examples", kind, i, "source"), f"the source {source!r} of {kind} example {i + 1} {why}")
+
+
+@register
+class SinceReleased(EntryCheck):
+    code = "DKB112"
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        from packaging.version import Version
+
+        from .. import __version__
+
+        if Version(loaded.entry.since) > Version(__version__):
+            yield self.problem(loaded, ("since",), f"since {loaded.entry.since} is newer than this denpex-kb ({__version__}); "
+                               f"a new entry ships in {__version__}")
+
+
+# `<word>` (or `<a few words>`) where bash would see it: after masking quoted text. Heredocs (`<<`), process
+# substitution (`<(`), fd duplications (`<&`, `2<`) and `<` directly after a word character are not placeholders.
+_PLACEHOLDER = re.compile(r"(?<![<&\w])<(?=[A-Za-z])[^<>|;&()\n]*>")
+
+
+class UnclosedQuote(ValueError):
+    pass
+
+
+def unquoted(run: str) -> str:
+    """`run` with every quoted character (quotes included), every backslash-escaped one and every comment replaced
+    by a space, so that what remains is what bash parses as words and operators. UnclosedQuote if a quote never
+    closes."""
+    out: list[str] = []
+    quote = ""
+    escaped = comment = False
+    for ch in run:
+        if comment:
+            comment = ch != "\n"
+            out.append(ch if not comment else " ")
+        elif escaped:
+            out.append(" ")
+            escaped = False
+        elif ch == "#" and not quote and (not out or run[len(out) - 1] in " \t\n;&|("):
+            out.append(" ")
+            comment = True  # to the end of the line, quotes and all
+        elif ch == "\\" and quote != "'":
+            out.append(" ")
+            escaped = True
+        elif quote:
+            out.append(" ")
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            out.append(" ")
+            quote = ch
+        else:
+            out.append(ch)
+    if quote:
+        raise UnclosedQuote(quote)
+    return "".join(out)
+
+
+# A fenced shell block in Markdown prose: readers copy these as they copy `run` lines.
+_SHELL_FENCE = re.compile(r"^[ \t]*```(?:bash|sh|shell)[ \t]*\n(.*?)^[ \t]*```", re.M | re.S)
+
+
+def _shell_texts(loaded: Loaded) -> Iterable[tuple[tuple[object, ...], str, str]]:
+    """(location, text, what) for every piece of shell a reader may paste: each command's `run`, and each fenced
+    bash/sh block in the prose."""
+    entry = loaded.entry
+    assert isinstance(entry, Entry)
+    for i, command in enumerate(entry.commands):
+        yield ("commands", i, "run"), command.run, "the command"
+    for loc, value in _strings(loaded.doc):
+        if not _is_output(loc) and loc[:1] != ("commands",):
+            for m in _SHELL_FENCE.finditer(value):
+                yield loc, textwrap.dedent(m.group(1)), "the shell block"
+
+
+@register
+class CommandSyntax(EntryCheck):
+    code = "DKB111"
+
+    def check(self, loaded: Loaded, kb: KnowledgeBase) -> Iterable[Problem]:
+        if not isinstance(loaded.entry, Entry):
+            return
+        lines: list[str] | None = None
+        for loc, shell, what in _shell_texts(loaded):
+            try:
+                bare = unquoted(shell)
+            except UnclosedQuote as exc:
+                yield self.problem(loaded, loc, f"{what} opens a {exc} quote that never closes; close it")
+                continue
+            for m in _PLACEHOLDER.finditer(bare):
+                if lines is None:
+                    lines = loaded.path.read_text(encoding="utf-8").split("\n")
+                word = shell[m.start():m.end()]
+                line, col = _locate(lines, *loaded.where(*loc), shell, m.start())
+                yield self.problem_at(
+                    loaded, line, col,
+                    f"bash reads {word!r} in {what} as a redirection from a file of that name; write it as a shell "
+                    "variable (\"$NAME\") and say in the description or the text what to set it to",
+                )
+
+
+def _locate(lines: list[str], line: int, col: int, shell: str, at: int) -> tuple[int, int]:
+    """The file position of `shell[at]`: found by the text of its line from the value's start on (a plain,
+    quoted, folded or block scalar keeps each shell line intact in the file); the value's start if not found."""
+    start = shell.rfind("\n", 0, at) + 1
+    end = shell.find("\n", at)
+    text = shell[start:end if end >= 0 else None]
+    for n in range(line, len(lines) + 1):
+        found = lines[n - 1].find(text, col - 1 if n == line else 0)
+        if found >= 0:
+            return n, found + 1 + at - start
+    return line, col
