@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from ..loader import SCHEMA_LINE, KnowledgeBase, Loaded
 from ..model import Entry, FingerprintEvent, Signature
 from ..problems import Problem
+from ..shellwords import PLACEHOLDER, UnclosedQuote, unquoted
 from ..signatures import SignatureError, compile_signature
 from . import EntryCheck, register
 
@@ -257,49 +258,6 @@ class SinceReleased(EntryCheck):
                                f"a new entry ships in {__version__}")
 
 
-# `<word>` (or `<a few words>`) where bash would see it: after masking quoted text. Heredocs (`<<`), process
-# substitution (`<(`), fd duplications (`<&`, `2<`) and `<` directly after a word character are not placeholders.
-_PLACEHOLDER = re.compile(r"(?<![<&\w])<(?=[A-Za-z])[^<>|;&()\n]*>")
-
-
-class UnclosedQuote(ValueError):
-    pass
-
-
-def unquoted(run: str) -> str:
-    """`run` with every quoted character (quotes included), every backslash-escaped one and every comment replaced
-    by a space, so that what remains is what bash parses as words and operators. UnclosedQuote if a quote never
-    closes."""
-    out: list[str] = []
-    quote = ""
-    escaped = comment = False
-    for ch in run:
-        if comment:
-            comment = ch != "\n"
-            out.append(ch if not comment else " ")
-        elif escaped:
-            out.append(" ")
-            escaped = False
-        elif ch == "#" and not quote and (not out or run[len(out) - 1] in " \t\n;&|("):
-            out.append(" ")
-            comment = True  # to the end of the line, quotes and all
-        elif ch == "\\" and quote != "'":
-            out.append(" ")
-            escaped = True
-        elif quote:
-            out.append(" ")
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            out.append(" ")
-            quote = ch
-        else:
-            out.append(ch)
-    if quote:
-        raise UnclosedQuote(quote)
-    return "".join(out)
-
-
 # A fenced shell block in Markdown prose: readers copy these as they copy `run` lines.
 _SHELL_FENCE = re.compile(r"^[ \t]*```(?:bash|sh|shell)[ \t]*\n(.*?)^[ \t]*```", re.M | re.S)
 
@@ -331,7 +289,7 @@ class CommandSyntax(EntryCheck):
             except UnclosedQuote as exc:
                 yield self.problem(loaded, loc, f"{what} opens a {exc} quote that never closes; close it")
                 continue
-            for m in _PLACEHOLDER.finditer(bare):
+            for m in PLACEHOLDER.finditer(bare):
                 if lines is None:
                     lines = loaded.path.read_text(encoding="utf-8").split("\n")
                 word = shell[m.start():m.end()]
@@ -344,8 +302,8 @@ class CommandSyntax(EntryCheck):
 
 
 def _locate(lines: list[str], line: int, col: int, shell: str, at: int) -> tuple[int, int]:
-    """The file position of `shell[at]`: found by the text of its line from the value's start on (a plain,
-    quoted, folded or block scalar keeps each shell line intact in the file); the value's start if not found."""
+    """The file position of `shell[at]`, found by the text of its line from the value's start on; the value's start
+    where the file does not hold that line as it is (a folded scalar wraps it, a quoted one escapes it)."""
     start = shell.rfind("\n", 0, at) + 1
     end = shell.find("\n", at)
     text = shell[start:end if end >= 0 else None]
