@@ -36,6 +36,9 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("openmpi", re.compile(rf"^\[{_N},(?P<rank>{_N})\]<(?:stdout|stderr)>: ?")),
     Prefix("srun-label", re.compile(r"^ ?(?P<rank>\d{1,5}): ")),
     Prefix("ray", re.compile(rf"^\((?:[\w.]+ )?pid=(?P<pid>{_N})(?:, ip=[\d.]{{1,64}})?\) ?")),
+    # `docker compose logs` / `up`: the container's name padded to the longest name plus one, then " | "
+    # (cmd/formatter/logs.go), so at least two spaces before the bar.
+    Prefix("compose-service", re.compile(r"^[A-Za-z0-9][\w.-]{0,127}  +\| ")),
     Prefix(
         "glog",
         re.compile(rf"^\[?(?P<level>[IWEF])\d{{3,4}} \d\d:\d\d:\d\d\.\d+(?: +(?P<pid>{_N}))? [\w./-]+:\d+\] ?"),
@@ -50,7 +53,14 @@ PREFIXES: tuple[Prefix, ...] = (
     Prefix("dmesg-human", re.compile(r"^\[(?P<stamp>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ?")),
     Prefix(
         "syslog",
-        re.compile(r"^(?P<stamp>\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?) (?P<host>[\w.-]+) (?:kernel|[\w.-]+(?:\[\d+\])?): ?"),
+        re.compile(r"^(?P<stamp>\w{3} [ \d]\d \d\d:\d\d:\d\d) (?P<host>[\w.-]+) (?:kernel|[\w.-]+(?:\[\d+\])?): ?"),
+    ),
+    # The same with an RFC 3339 stamp (rsyslog's high-precision format, journalctl -o short-iso). There the
+    # program must be the kernel or carry its pid: `kubectl logs --timestamps` and `docker logs -t` put the same
+    # stamp before any text, and `2024-05-01T12:00:00Z CUDA Exception: ...` is a message, not host CUDA's program.
+    Prefix(
+        "syslog-iso",
+        re.compile(r"^(?P<stamp>\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)?) (?P<host>[\w.-]+) (?:kernel|[\w.-]+\[\d+\]): ?"),
     ),
     Prefix(
         "timestamp",
@@ -71,7 +81,8 @@ PREFIXES: tuple[Prefix, ...] = (
 
 
 _FIELDS = ("rank", "host", "pid", "stamp")
-KERNEL_PREFIXES = frozenset({"kernel-time", "dmesg-human", "syslog"})  # prefixes of the kernel's own log lines
+# Prefixes of the kernel's own log lines.
+KERNEL_PREFIXES = frozenset({"kernel-time", "dmesg-human", "syslog", "syslog-iso"})
 # A prefix kind that is not one right after these kinds: there its shape is part of the message (a kernel device
 # tag such as `nvidia-nvswitch1: ` after a kernel time stamp), so stripping stops. Exported to the hub's page.
 NOT_AFTER: dict[str, frozenset[str]] = {"pdsh-host": KERNEL_PREFIXES}

@@ -36,6 +36,9 @@ CASES = [
         None,
     ),
     ("gpu-node3: Traceback (most recent call last):", "Traceback (most recent call last):", None),
+    ("trainer-1  | Killed", "Killed", None),
+    ("myproj-worker-1   | 2024-05-01T12:00:00.123456789Z [rank1]: RuntimeError: x", "RuntimeError: x", 1),
+    ("a | b", "a | b", None),
     ("RuntimeError: x  with   spaces", "RuntimeError: x with spaces", None),
     (" 12%|#2        | 12/100 [00:01<00:08]\r 13%|#3        | 13/100 [00:01<00:08]\rValueError: late", "ValueError: late", None),
 ]
@@ -51,6 +54,32 @@ def test_prefixes_are_stripped(raw, text, rank):
 def test_exception_names_are_not_taken_for_hosts():
     assert strip_prefixes("RuntimeError: CUDA error").text == "RuntimeError: CUDA error"
     assert strip_prefixes("ValueError: bad").text == "ValueError: bad"
+
+
+@pytest.mark.parametrize(
+    "raw,text,host,kernel",
+    [
+        # `kubectl logs --timestamps` / `docker logs -t`: an RFC 3339 stamp before the container's own text.
+        ("2024-05-01T12:00:00.123456789Z CUDA Exception: Warp Misaligned Address",
+         "CUDA Exception: Warp Misaligned Address", None, False),
+        ("2024-05-01T12:00:00.123456789Z ncclCommInitRank failed: internal error",
+         "ncclCommInitRank failed: internal error", None, False),
+        # rsyslog's high-precision format: the kernel, or a program with its pid.
+        ("2019-08-19T04:18:38.274699-04:00 linux-dgwd kernel: Out of memory: Kill process 1234 (python)",
+         "Out of memory: Kill process 1234 (python)", "linux-dgwd", True),
+        ("2026-02-08T00:40:07.136808+00:00 largeweb2 systemd[1]: session-3.scope: Failed with result 'oom-kill'.",
+         "session-3.scope: Failed with result 'oom-kill'.", "largeweb2", True),
+        # The classic stamp keeps any program name.
+        ("Mar 21 02:07:08 gpu-node12 slurmstepd: error: Detected 1 oom-kill event(s)",
+         "error: Detected 1 oom-kill event(s)", "gpu-node12", True),
+    ],
+)
+def test_a_time_stamp_before_a_message_is_not_a_syslog_header(raw, text, host, kernel):
+    from denpex_kb.normalize import KERNEL_PREFIXES
+
+    line = strip_prefixes(raw)
+    assert (line.text, line.host) == (text, host)
+    assert bool(KERNEL_PREFIXES.intersection(line.prefixes)) is kernel
 
 
 def test_a_kernel_device_tag_is_not_taken_for_a_host():
@@ -112,7 +141,7 @@ def _one_prefix_at_a_time(raw: str) -> tuple:
         if hit is None:
             break
         name, m = hit
-        if name == "pdsh-host" and names and names[-1] in ("kernel-time", "dmesg-human", "syslog"):
+        if name == "pdsh-host" and names and names[-1] in ("kernel-time", "dmesg-human", "syslog", "syslog-iso"):
             break  # after a kernel log's prefix the same shape is a device tag, kept in the text
         names.append(name)
         for key, value in m.groupdict().items():
