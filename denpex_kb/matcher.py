@@ -217,7 +217,6 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
     raw_lines = text.splitlines()[:MAX_BLOCK_LINES] or [""]
     lines = [strip_prefixes(r) for r in raw_lines]
     found: dict[str, Match] = {}
-    matched_lines: set[int] = set()
 
     def consider(sig: IndexedSignature, m: Any, line: Line, number: int, penalty: int = 0, tier: str = EXACT,
                  case_penalty: int = 0) -> None:
@@ -254,14 +253,22 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
     for i, line in enumerate(lines):
         for sig, m in match_line(line.text, index):
             consider(sig, m, line, i + 1)
-            matched_lines.add(i)
-    # A message hard-wrapped over two lines: try each unmatched line joined with the next one.
+    # A message hard-wrapped over two lines: each line joined with the next one. Lines that matched too: a
+    # piece of a wrapped message may read as a more generic sibling (the first 80 columns of Inductor's
+    # "No valid triton configs. OutOfMemoryError: out of resource: ..." are any torch.compile failure).
     for i in range(len(lines) - 1):
-        if i in matched_lines or i + 1 in matched_lines or not lines[i].text or not lines[i + 1].text:
+        if not lines[i].text or not lines[i + 1].text:
             continue
         joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
         for sig, m in match_line(joined.text, index):
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
+    # Long lines a terminal wrapped at its width, rebuilt, are the printed text too, and may name a more specific
+    # failure than a piece alone did (a wrapped torchrun summary whose first piece reads as any child failure).
+    if len(lines) > 2:
+        for start, _count, printed in SoftWrap.terminal(raw_lines, [bool(line.prefixes) for line in lines]):
+            rebuilt = strip_prefixes(printed)
+            for sig, m in match_line(rebuilt.text, index):
+                consider(sig, m, rebuilt, start + 1, _WRAP_PENALTY)
     if not found:
         _normalized_pass(raw_lines, lines, index, consider, found)
     if not found and fuzzy:

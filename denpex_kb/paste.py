@@ -178,6 +178,28 @@ class SoftWrap:
         return width is None or len(prev) == width
 
     @classmethod
+    def terminal(cls, raw_lines: list[str], prefixed: list[bool]) -> list[tuple[int, int, str]]:
+        """The lines a terminal printed, rebuilt where it wrapped them at its width: (first line index, number of
+        lines, the printed line) for each wrapped one, its pieces concatenated as they are.
+
+        A terminal's wrap leaves a width: two or more lines of one length (at least MIN_WIDTH) and no line longer.
+        A line of exactly that width continues on the next line unless that one is empty or opens with a log
+        prefix (`prefixed`: a new printed line, e.g. the next rank's copy of the same message)."""
+        width = cls.width(raw_lines)
+        if width is None or max(len(r) for r in raw_lines) != width:
+            return []
+        out: list[tuple[int, int, str]] = []
+        i, n = 0, len(raw_lines)
+        while i < n - 1:
+            j = i
+            while j < n - 1 and len(raw_lines[j]) == width and raw_lines[j + 1].strip() and not prefixed[j + 1]:
+                j += 1
+            if j > i:
+                out.append((i, j - i + 1, "".join(raw_lines[i : j + 1])))
+            i = j + 1
+        return out
+
+    @classmethod
     def joins(cls, raw_lines: list[str], texts: list[str]) -> list[tuple[int, int, str]]:
         """(first line index, number of lines, joined text) for windows of 2..MAX_LINES lines in paragraphs.
 

@@ -183,7 +183,37 @@ def test_soft_wrap_terminal_breaks_inside_words(index):
     pasted = "\n".join(IMA[i : i + 40] for i in range(0, len(IMA), 40))
     assert "illegal memory access" not in pasted.replace("\n", " ")
     found = match(pasted, index=index)
+    # Two pieces leave no width to go by: the soft-wrap reading of the normalized pass finds it.
     assert found and found[0].id == "cuda-illegal-memory-access" and found[0].tier == NORMALIZED
+
+
+# A real line (kb/triton-out-of-resources.yaml, pytorch/pytorch#158494) whose first 100 columns alone read as
+# any torch.compile failure.
+TRITON = ("[rank3]: torch._inductor.exc.InductorError: RuntimeError: No valid triton configs. OutOfMemoryError: "
+          "out of resource: triton_tem_fused_0 Required: 107008 Hardware limit:101376 Reducing block sizes or "
+          "`num_stages` may help.")
+
+
+def test_terminal_wrap_rebuilt_names_the_specific_failure(index):
+    pasted = "\n".join(TRITON[i : i + 100] for i in range(0, len(TRITON), 100))
+    assert match(pasted.split("\n")[0], index=index)[0].id == "torch-compile-failure"
+    found = match(pasted, index=index)
+    # Rebuilt as printed: exact, with a wrap's lower score.
+    assert found[0].id == "triton-out-of-resources" and found[0].tier == EXACT
+    assert found[0].score < match(TRITON, index=index)[0].score
+
+
+def test_terminal_wrap_needs_a_width_no_line_exceeds():
+    piece = "x" * 60
+    assert SoftWrap.terminal([piece, piece, "tail"], [False] * 3) == [(0, 3, piece * 2 + "tail")]
+    # A longer line: the equal lengths are a coincidence, not a terminal's width.
+    assert SoftWrap.terminal([piece, piece, "tail", "y" * 61], [False] * 4) == []
+    # The next rank's copy of the same message opens with its prefix: a new line, not a continuation.
+    ranks = [f"[rank{r}]: RuntimeError: the same message on every rank, padded to one width" for r in range(4)]
+    assert len({len(r) for r in ranks}) == 1
+    assert SoftWrap.terminal(ranks, [True] * 4) == []
+    # An empty line ends a run.
+    assert SoftWrap.terminal([piece, "", piece, "tail"], [False] * 4) == [(2, 2, piece + "tail")]
 
 
 def test_soft_wrap_width_and_joins():

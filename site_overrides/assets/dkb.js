@@ -319,18 +319,32 @@
     return hits;
   };
 
-  Engine.prototype.softWrapJoins = function (raw, texts) { // paste.SoftWrap.joins
-    var sw = this.softWrap, out = [], i = 0, n = texts.length;
-    function width(lines) {
-      var counts = new Map();
-      for (var k = 0; k < lines.length - 1; k++) {
-        var len = cpLen(rstripNewlines(lines[k]));
-        counts.set(len, (counts.get(len) || 0) + 1);
-      }
-      var best = null;
-      counts.forEach(function (c, len) { if (c >= 2 && len >= sw.min_width && (best === null || len > best)) best = len; });
-      return best;
+  Engine.prototype.wrapWidth = function (lines) { // paste.SoftWrap.width
+    var minWidth = this.softWrap.min_width, counts = new Map();
+    for (var k = 0; k < lines.length - 1; k++) {
+      var len = cpLen(rstripNewlines(lines[k]));
+      counts.set(len, (counts.get(len) || 0) + 1);
     }
+    var best = null;
+    counts.forEach(function (c, len) { if (c >= 2 && len >= minWidth && (best === null || len > best)) best = len; });
+    return best;
+  };
+
+  Engine.prototype.terminalLines = function (raw, prefixed) { // paste.SoftWrap.terminal
+    var w = this.wrapWidth(raw), out = [], i = 0, n = raw.length;
+    if (w === null || Math.max.apply(null, raw.map(cpLen)) !== w) return out;
+    while (i < n - 1) {
+      var j = i;
+      while (j < n - 1 && cpLen(raw[j]) === w && raw[j + 1].trim() && !prefixed[j + 1]) j += 1;
+      if (j > i) out.push([i, j - i + 1, raw.slice(i, j + 1).join("")]);
+      i = j + 1;
+    }
+    return out;
+  };
+
+  Engine.prototype.softWrapJoins = function (raw, texts) { // paste.SoftWrap.joins
+    var self = this, sw = this.softWrap, out = [], i = 0, n = texts.length;
+    function width(lines) { return self.wrapWidth(lines); }
     function cut(prev, w) {
       if (/[ \t]$/.test(prev) || cpLen(prev) < sw.min_width) return false;
       return w === null || cpLen(prev) === w;
@@ -384,7 +398,7 @@
       if (line === undefined) stripped.set(r, line = self.stripPrefixes(r));
       return line;
     });
-    var found = new Map(), matched = new Set(), i;
+    var found = new Map(), i;
 
     function scoreFor(spec) { return Math.min(99, 55 + Math.floor(spec / 2)); }
 
@@ -405,13 +419,20 @@
 
     for (i = 0; i < lines.length; i++) {
       var hits = this.matchLine(lines[i].text);
-      for (var h = 0; h < hits.length; h++) { consider(hits[h], lines[i].text, i + 1); matched.add(i); }
+      for (var h = 0; h < hits.length; h++) consider(hits[h], lines[i].text, i + 1);
     }
-    for (i = 0; i < lines.length - 1; i++) {
-      if (matched.has(i) || matched.has(i + 1) || !lines[i].text || !lines[i + 1].text) continue;
+    for (i = 0; i < lines.length - 1; i++) { // each line with the next, matched ones too (matcher.match)
+      if (!lines[i].text || !lines[i + 1].text) continue;
       var joined = lines[i].text + " " + lines[i + 1].text;
       this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
         .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
+    }
+    // Long lines a terminal wrapped at its width, rebuilt (matcher.match).
+    if (lines.length > 2) {
+      this.terminalLines(rawLines, lines.map(function (l) { return l.prefixes.length > 0; })).forEach(function (t) {
+        var rebuilt = self.stripPrefixes(t[2]);
+        self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, t[0] + 1, cfg.wrap_penalty); });
+      });
     }
     var pres = [];
     if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
