@@ -43,9 +43,10 @@ class _Formatter(argparse.HelpFormatter):
     def __init__(self, prog: str) -> None:
         columns = os.environ.get("COLUMNS", "")
         if not columns.isdigit() or int(columns) <= 0:  # as shutil does: COLUMNS, else the terminal, else 80
+            stdout = sys.__stdout__
             try:
-                columns = str(os.get_terminal_size(sys.__stdout__.fileno()).columns)
-            except (OSError, AttributeError, ValueError):  # not a terminal, no stdout
+                columns = str(os.get_terminal_size(stdout.fileno()).columns) if stdout is not None else "80"
+            except (OSError, ValueError):  # not a terminal, or stdout closed
                 columns = "80"
         super().__init__(prog, width=max(int(columns) - 2, 20))
 

@@ -287,7 +287,7 @@ class ScanJob(NamedTuple):
 
 class ScanResult(NamedTuple):
     jobs: list[ScanJob]
-    index: KbIndex | None = None  # for the rules of SARIF output
+    kb_index: KbIndex | None = None  # for the rules of SARIF output
     headers: bool = False  # text: a header line per job (`--each`)
 
 
@@ -410,10 +410,10 @@ RECORD_FIELDS = (
 )
 
 
-def empty_record(job: str, files: list[str], errors: list[str]) -> dict[str, Any]:
+def empty_record(job: str, files: list[str], errors: Sequence[str]) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
     row.update(schema_version=RECORD_SCHEMA_VERSION, job=job, files=files, verdict_exclude=[], collateral_ids=[],
-               collateral_count=0, versions=[], errors=errors)
+               collateral_count=0, versions=[], errors=list(errors))
     return row
 
 
@@ -519,7 +519,7 @@ def sarif_log(r: ScanResult) -> dict[str, Any]:
     rule_index: dict[str, int] = {}
     results: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    by_id = r.index.by_id if r.index is not None else {}
+    by_id = r.kb_index.by_id if r.kb_index is not None else {}
     for job in r.jobs:
         if job.report is None:
             notes.extend({"level": "error", "message": {"text": f"{job.name}: {e}"}} for e in job.errors)

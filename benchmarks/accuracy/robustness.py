@@ -15,7 +15,6 @@ changes the words of the message. A measurement, not a unit test.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import sys
 import textwrap
@@ -23,11 +22,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from denpex_kb.compiler import index_from_kb_dir  # noqa: E402
+from denpex_kb.loader import load_kb  # noqa: E402
 from denpex_kb.matcher import match  # noqa: E402
 
 
@@ -70,17 +68,8 @@ ARTIFACTS: dict[str, tuple[str, Callable[[str], str]]] = {
 
 def kb_examples(kb_dir: Path) -> list[tuple[str, str]]:
     """(entry id, example text) for every `examples.match` of every entry."""
-    y = YAML(typ="safe", pure=True)
-    out: list[tuple[str, str]] = []
-    for f in sorted(glob.glob(str(kb_dir / "*.yaml"))):
-        with open(f, encoding="utf-8") as fh:
-            d = y.load(fh) or {}
-        if not isinstance(d, dict) or "id" not in d:
-            continue
-        for item in (d.get("examples") or {}).get("match") or []:
-            if isinstance(item, dict) and item.get("text"):
-                out.append((str(d["id"]), str(item["text"]).rstrip("\n")))
-    return out
+    return [(entry.id, ex.text.rstrip("\n")) for entry in load_kb(kb_dir).entries.values()
+            for ex in entry.examples.match]
 
 
 def _first(text: str, index: object) -> str | None:

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import json
 import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-
-from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "benchmarks" / "accuracy" / "heldout.jsonl"
@@ -34,6 +31,7 @@ TIERS = ("exact", "normalized", "fuzzy", "evidence")
 sys.path.insert(0, str(ROOT))
 from denpex_kb.bundle import KbIndex, default_index  # noqa: E402
 from denpex_kb.compiler import index_from_kb_dir  # noqa: E402
+from denpex_kb.loader import load_kb  # noqa: E402
 from denpex_kb.matcher import match  # noqa: E402
 
 _WS = re.compile(r"\s+")
@@ -44,19 +42,9 @@ def norm(s: str) -> str:
 
 
 def kb_examples(kb_dir: Path) -> list[str]:
-    y = YAML(typ="safe", pure=True)
-    out: list[str] = []
-    for f in sorted(glob.glob(str(kb_dir / "*.yaml"))):
-        with open(f, encoding="utf-8") as fh:
-            d = y.load(fh) or {}
-        if not isinstance(d, dict):
-            continue
-        ex = d.get("examples") or {}
-        for k in ("match", "no_match"):
-            for item in ex.get(k) or []:
-                if isinstance(item, dict) and item.get("text"):
-                    out.append(norm(str(item["text"])))
-    return out
+    """Every entry's match and no_match example texts, normalised as `leak` compares them."""
+    return [norm(ex.text) for entry in load_kb(kb_dir).entries.values()
+            for ex in (*entry.examples.match, *entry.examples.no_match)]
 
 
 def leak(text: str, examples: list[str]) -> str | None:

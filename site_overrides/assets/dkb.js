@@ -344,7 +344,6 @@
 
   Engine.prototype.softWrapJoins = function (raw, texts) { // paste.SoftWrap.joins
     var self = this, sw = this.softWrap, out = [], i = 0, n = texts.length;
-    function width(lines) { return self.wrapWidth(lines); }
     function cut(prev, w) {
       if (/[ \t]$/.test(prev) || cpLen(prev) < sw.min_width) return false;
       return w === null || cpLen(prev) === w;
@@ -354,7 +353,7 @@
       var j = i;
       while (j < n && texts[j]) j += 1;
       if (j - i >= 2) {
-        var w = width(raw.slice(i, j));
+        var w = self.wrapWidth(raw.slice(i, j));
         for (var start = i; start < j; start++) {
           var spaced = texts[start], cutText = texts[start], spaces = [], glues = [];
           for (var end = start + 1; end < Math.min(j, start + sw.max_lines); end++) {
