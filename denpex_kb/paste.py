@@ -97,6 +97,14 @@ NORMALIZERS: tuple[Normalizer, ...] = (
         "an inline code span around the whole pasted line",
     ),
     Normalizer(
+        "double-backtick-code",
+        # Markdown's way to put a message holding backticks in inline code: two backticks at each edge, and inside
+        # only runs of one or of three or more (a run of two would close the span), e.g. `` `num_stages` may help ``.
+        re.compile(r"^[ \t]*``(?!`)[ \t]*(?P<text>(?:[^`]|(?<!`)`(?!`)|`{3,})+?)[ \t]*(?<!`)``[ \t]*$"),
+        lambda m: m.group("text"),
+        "an inline code span of two backticks around a pasted line that holds backticks of its own",
+    ),
+    Normalizer(
         "markdown-emphasis",
         # `**text**` anywhere in the line, and an unpaired `**` at either edge; `__text text__` only around a
         # phrase with a space in it, outside any identifier, so dunder names (`__main__`, `x.__class__`) stay.

@@ -56,6 +56,9 @@ UNITS = [
     ),
     ("wrapping-backticks", "`RuntimeError: boom`", "RuntimeError: boom"),
     ("wrapping-backticks", "``RuntimeError: boom``", "RuntimeError: boom"),
+    ("double-backtick-code", "`` `num_stages` may help ``", "`num_stages` may help"),
+    ("double-backtick-code", "``Assertion `srcIndex < srcSelectDimSize` failed.``", "Assertion `srcIndex < srcSelectDimSize` failed."),
+    ("double-backtick-code", "`` ```fenced``` text ``", "```fenced``` text"),
     ("markdown-emphasis", "**RuntimeError: boom**", "RuntimeError: boom"),
     ("markdown-emphasis", "CUDA error: an **illegal memory access** was", "CUDA error: an illegal memory access was"),
     ("markdown-emphasis", "__RuntimeError: boom__", "RuntimeError: boom"),
@@ -87,6 +90,8 @@ UNTOUCHED = [
     "ImportError: version `GLIBCXX_3.4.29' not found",
     "x = a - b",
     "Loading checkpoint shards...",
+    "Set ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=ALL``",  # two code spans, not one around the line
+    "`RANK` and `WORLD_SIZE` are unset",
     "\u8bad\u7ec3\u5931\u8d25\u3002RuntimeError: boom",  # CJK text and its own full stop (U+3002) stay
 ]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from collections import Counter, defaultdict
@@ -45,6 +46,18 @@ def _word_wrap(text: str) -> str:
                      for line in text.split("\n"))
 
 
+def _code_span(text: str) -> str:
+    """A one-line message as Markdown inline code: the shortest backtick run the text does not hold, and a space
+    inside each edge when the text starts or ends with a backtick (CommonMark's code spans)."""
+    if "\n" in text:
+        return text
+    ticks = "`"
+    while ticks in re.findall(r"`+", text):
+        ticks += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
 # name -> (what produces it, transformation). Prefixes are the exact shapes these programs print, and each can
 # stand before any line a training job writes. (A Python logger's header is not among them: the shell's
 # "Killed" or a signal's name never pass through a logger, and a logged message is not always the failure.)
@@ -57,7 +70,7 @@ ARTIFACTS: dict[str, tuple[str, Callable[[str], str]]] = {
     "kubectl-timestamps": ("kubectl logs --timestamps", _each_line("2024-05-01T12:00:00.123456789Z ")),
     "ray-worker": ("Ray's worker output prefix", _each_line("(RayTrainWorker pid=12345, ip=10.0.0.7) ")),
     "markdown-quote": ("a GitHub / chat quote", _each_line("> ")),
-    "markdown-code": ("inline code in a chat message", lambda t: t if "\n" in t else f"`{t}`"),
+    "markdown-code": ("inline code in a chat message", _code_span),
     "ansi-colour": ("a coloured terminal (rich, colorlog, tqdm)", lambda t: f"\x1b[31m{t}\x1b[0m"),
     "crlf": ("Windows line ends", lambda t: t.replace("\n", "\r\n") + "\r\n"),
     "indented": ("a traceback or a code block's indent", _each_line("    ")),

@@ -38,6 +38,7 @@
     switch (name) {
       case "markdown-link":
       case "wrapping-backticks":
+      case "double-backtick-code":
         return function () { return groupsOf(arguments).text || ""; };
       case "markdown-emphasis":
         return function () { var g = groupsOf(arguments); return g.text || g.text2 || ""; };
