@@ -264,11 +264,17 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
     # Long lines a terminal wrapped at its width, rebuilt, are the printed text too, and may name a more specific
     # failure than a piece alone did (a wrapped torchrun summary whose first piece reads as any child failure).
+    prefixed = [bool(line.prefixes) for line in lines]
     if len(lines) > 2:
-        for start, _count, printed in SoftWrap.terminal(raw_lines, [bool(line.prefixes) for line in lines]):
+        for start, _count, printed in SoftWrap.terminal(raw_lines, prefixed):
             rebuilt = strip_prefixes(printed)
             for sig, m in match_line(rebuilt.text, index):
                 consider(sig, m, rebuilt, start + 1, _WRAP_PENALTY)
+    # A line a terminal wrapped once, inside a word ("TIME LIMI" / "T ***"): its two pieces concatenated.
+    for start, printed in SoftWrap.cut_pairs(raw_lines, prefixed):
+        rebuilt = strip_prefixes(printed)
+        for sig, m in match_line(rebuilt.text, index):
+            consider(sig, m, rebuilt, start + 1, _WRAP_PENALTY)
     if not found:
         _normalized_pass(raw_lines, lines, index, consider, found)
     if not found and fuzzy:

@@ -171,6 +171,7 @@ class SoftWrap:
     name = "soft-wrap"
     MAX_LINES = 6  # a message is rarely longer than six wrapped lines
     MIN_WIDTH = 40  # narrower "widths" are coincidences, not a terminal
+    TERMINAL_MIN = 80  # the narrowest terminal: a shorter line is not taken for a single wrap's first piece
     MAX_JOINS = 4_000  # a bound on the work for a very long paste
 
     @classmethod
@@ -205,6 +206,21 @@ class SoftWrap:
             if j > i:
                 out.append((i, j - i + 1, "".join(raw_lines[i : j + 1])))
             i = j + 1
+        return out
+
+    @classmethod
+    def cut_pairs(cls, raw_lines: list[str], prefixed: list[bool]) -> list[tuple[int, str]]:
+        """Lines a terminal wrapped once, rebuilt: (first line index, the two pieces concatenated as they are).
+
+        One wrap leaves no width to go by (`terminal` needs two lines of one length), so only the shape is: a line
+        at least TERMINAL_MIN long that does not end in a space, then a line no longer than it that is not empty,
+        does not open with a space and does not open with a log prefix."""
+        out: list[tuple[int, str]] = []
+        for i in range(len(raw_lines) - 1):
+            head, tail = raw_lines[i].rstrip("\n"), raw_lines[i + 1].rstrip("\n")
+            if (len(head) >= cls.TERMINAL_MIN and not head[-1].isspace() and tail and not tail[0].isspace()
+                    and len(tail) <= len(head) and not prefixed[i + 1]):
+                out.append((i, head + tail))
         return out
 
     @classmethod

@@ -221,6 +221,30 @@ def test_terminal_wrap_needs_a_width_no_line_exceeds():
     assert SoftWrap.terminal([piece, "", piece, "tail"], [False] * 4) == [(2, 2, piece + "tail")]
 
 
+# A real line (kb/slurm-time-limit.yaml) cut once by a 100-column terminal, inside a word.
+SLURM = ("slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T02:59:56 DUE TO TIME LIMIT"
+         " ***")
+
+
+def test_single_terminal_wrap_rebuilt_at_the_exact_tier(index):
+    pasted = SLURM[:100] + "\n" + SLURM[100:]
+    assert pasted.split("\n")[0].endswith("TIME LIMI")
+    found = match(pasted, index=index)
+    assert found[0].id == "slurm-time-limit" and found[0].tier == EXACT
+    assert found[0].score < match(SLURM, index=index)[0].score
+
+
+def test_single_terminal_wrap_needs_a_terminal_shape():
+    head, tail = "x" * 80, "tail"
+    assert SoftWrap.cut_pairs([head, tail], [False] * 2) == [(0, head + tail)]
+    assert SoftWrap.cut_pairs(["x" * 79, tail], [False] * 2) == []  # narrower than any terminal
+    assert SoftWrap.cut_pairs([head + " ", tail], [False] * 2) == []  # broken at a space: the spaced join reads it
+    assert SoftWrap.cut_pairs([head, " " + tail], [False] * 2) == []
+    assert SoftWrap.cut_pairs([head, "y" * 81], [False] * 2) == []  # longer than the line it would continue
+    assert SoftWrap.cut_pairs([head, "[rank1]: tail"], [False, True]) == []  # a new printed line
+    assert SoftWrap.cut_pairs([head, ""], [False] * 2) == []
+
+
 def test_soft_wrap_width_and_joins():
     raw = ["a" * 50, "b" * 50, "c" * 10, "", "lone line"]
     assert SoftWrap.width(raw[:3]) == 50

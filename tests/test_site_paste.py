@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,32 @@ def test_browser_paste_box_undoes_every_pasted_text_artifact_as_match_does(index
     diffs = [f"python {py}, page {js}: {text!r}" for text, js, py in zip(texts, got, expected, strict=True) if js != py]
     assert not diffs, "\n".join(diffs)
     assert sum(py is not None and py[1] == "normalized" for py in expected) >= len(NORMALIZED_CASES) - 2
+
+
+def _wrapped(kb) -> list[str]:
+    """Every example line longer than 100 columns as a 100-column terminal shows it (cut inside words) and as an
+    editor wraps it at 80 (at spaces): the pastes the exact pass rebuilds (terminal runs, single cuts, joins)."""
+    out = []
+    for e in sorted(kb.entries.values(), key=lambda e: e.id):
+        for ex in e.examples.match:
+            for line in ex.text.splitlines():
+                if len(line) > 100:
+                    out.append("\n".join(line[i : i + 100] for i in range(0, len(line), 100)))
+                    out.append("\n".join(textwrap.wrap(line, 80, break_long_words=False, break_on_hyphens=False)))
+    return out
+
+
+@pytest.mark.browser
+def test_browser_paste_box_reads_wrapped_lines_as_match_does(kb, index, browser_page):
+    """dkb.js writes out SoftWrap's terminal and single-cut readings by hand: held to Python's answers here."""
+    base, page, _requests = browser_page
+    _ready(page, base)
+    texts = _wrapped(kb)
+    got = page.evaluate(_PAGE_TOP, texts)
+    expected = [_top(match(text, index=index)) for text in texts]
+    diffs = [f"python {py}, page {js}: {text[:120]!r}" for text, js, py in zip(texts, got, expected, strict=True) if js != py]
+    assert not diffs, "\n".join(diffs[:20])
+    assert len(texts) > 1000
 
 
 @pytest.mark.browser

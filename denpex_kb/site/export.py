@@ -271,7 +271,7 @@ def match_index(index: dict[str, Any], kb: KnowledgeBase) -> dict[str, Any]:
         "paste": {
             "normalizers": [{"name": x.name, "pattern": _py_regex(x.pattern)} for x in paste.NORMALIZERS],
             "soft_wrap": {"max_lines": paste.SoftWrap.MAX_LINES, "min_width": paste.SoftWrap.MIN_WIDTH,
-                          "max_joins": paste.SoftWrap.MAX_JOINS},
+                          "terminal_min": paste.SoftWrap.TERMINAL_MIN, "max_joins": paste.SoftWrap.MAX_JOINS},
         },
         "matcher": {
             "min_score": matcher.MIN_SCORE, "wrap_penalty": matcher._WRAP_PENALTY,

@@ -343,6 +343,16 @@
     return out;
   };
 
+  Engine.prototype.cutPairs = function (raw, prefixed) { // paste.SoftWrap.cut_pairs
+    var out = [], min = this.softWrap.terminal_min, space = new RegExp("^[" + PYWS + "]");
+    for (var i = 0; i < raw.length - 1; i++) {
+      var head = rstripNewlines(raw[i]), tail = rstripNewlines(raw[i + 1]);
+      if (cpLen(head) >= min && !space.test(head.slice(-1)) && tail && !space.test(tail)
+          && cpLen(tail) <= cpLen(head) && !prefixed[i + 1]) out.push([i, head + tail]);
+    }
+    return out;
+  };
+
   Engine.prototype.softWrapJoins = function (raw, texts) { // paste.SoftWrap.joins
     var self = this, sw = this.softWrap, out = [], i = 0, n = texts.length;
     function cut(prev, w) {
@@ -428,12 +438,18 @@
         .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
     }
     // Long lines a terminal wrapped at its width, rebuilt (matcher.match).
+    var prefixed = lines.map(function (l) { return l.prefixes.length > 0; });
     if (lines.length > 2) {
-      this.terminalLines(rawLines, lines.map(function (l) { return l.prefixes.length > 0; })).forEach(function (t) {
+      this.terminalLines(rawLines, prefixed).forEach(function (t) {
         var rebuilt = self.stripPrefixes(t[2]);
         self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, t[0] + 1, cfg.wrap_penalty); });
       });
     }
+    // A line a terminal wrapped once, inside a word: its two pieces concatenated (matcher.match).
+    this.cutPairs(rawLines, prefixed).forEach(function (t) {
+      var rebuilt = self.stripPrefixes(t[1]);
+      self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, t[0] + 1, cfg.wrap_penalty); });
+    });
     var pres = [];
     if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
     if (!found.size && this.fuzzy) {
