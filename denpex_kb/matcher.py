@@ -262,6 +262,12 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
         joined = Line(text=f"{lines[i].text} {lines[i + 1].text}", rank=lines[i].rank, host=lines[i].host)
         for sig, m in match_line(joined.text, index):
             consider(sig, m, joined, i + 1, _WRAP_PENALTY)
+        if lines[i + 1].prefixes and lines[i + 1].prefixes != lines[i].prefixes:
+            # The continuation opens with what reads as a log prefix that its line does not share: a wrap before
+            # a time stamp in the message ("CANCELLED AT" / "2020-07-03T02:59:56 DUE TO TIME LIMIT ***").
+            whole = strip_prefixes(f"{raw_lines[i].rstrip()} {raw_lines[i + 1].lstrip()}")
+            for sig, m in match_line(whole.text, index):
+                consider(sig, m, whole, i + 1, _WRAP_PENALTY)
     # Long lines a terminal wrapped at its width, rebuilt, are the printed text too, and may name a more specific
     # failure than a piece alone did (a wrapped torchrun summary whose first piece reads as any child failure).
     prefixed = [bool(line.prefixes) for line in lines]

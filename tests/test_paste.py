@@ -234,6 +234,16 @@ def test_single_terminal_wrap_rebuilt_at_the_exact_tier(index):
     assert found[0].score < match(SLURM, index=index)[0].score
 
 
+def test_wrap_before_a_time_stamp_keeps_the_time_stamp(index):
+    # Wrapped at a space right before the message's own time stamp: the continuation then reads as a line
+    # opening with a time-stamp prefix, which the plain join would drop.
+    head, tail = SLURM.split(" 2020-07-03")
+    pasted = f"{head}\n2020-07-03{tail}"
+    found = match(pasted, index=index)
+    assert found[0].id == "slurm-time-limit" and found[0].tier == EXACT
+    assert found[0].values.get("time") == "2020-07-03T02:59:56"
+
+
 def test_single_terminal_wrap_needs_a_terminal_shape():
     head, tail = "x" * 80, "tail"
     assert SoftWrap.cut_pairs([head, tail], [False] * 2) == [(0, head + tail)]

@@ -12,6 +12,8 @@
   var PYWS = "\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
   var PYWS_RUN = new RegExp("[" + PYWS + "]+", "g");
   var PYWS_EDGE = new RegExp("^[" + PYWS + "]+|[" + PYWS + "]+$", "g");
+  var PYWS_START = new RegExp("^[" + PYWS + "]+");
+  var PYWS_END = new RegExp("[" + PYWS + "]+$");
   var LINE_BREAK = /\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]/;
   var ENDS_WITH_BREAK = /(?:\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029])$/;
   var WORD = /[\p{L}\p{N}_]+/gu; // Python's `\w+` on str
@@ -436,6 +438,11 @@
       var joined = lines[i].text + " " + lines[i + 1].text;
       this.matchJoined([lines[i].text, lines[i + 1].text], SPACE, joined)
         .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
+      if (lines[i + 1].prefixes.length && lines[i + 1].prefixes.join("\n") !== lines[i].prefixes.join("\n")) {
+        // The continuation opens with a log prefix its line does not share: a wrap before a time stamp.
+        var whole = this.stripPrefixes(rawLines[i].replace(PYWS_END, "") + " " + rawLines[i + 1].replace(PYWS_START, ""));
+        this.matchLine(whole.text).forEach(function (sig) { consider(sig, whole.text, i + 1, cfg.wrap_penalty); });
+      }
     }
     // Long lines a terminal wrapped at its width, rebuilt (matcher.match).
     var prefixed = lines.map(function (l) { return l.prefixes.length > 0; });
