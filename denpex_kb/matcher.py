@@ -250,6 +250,12 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
             ),
         )
 
+    def reread(printed: str, number: int) -> None:
+        """A wrapped line rebuilt from its pasted pieces: its prefixes stripped again, read with a wrap's penalty."""
+        rebuilt = strip_prefixes(printed)
+        for sig, m in match_line(rebuilt.text, index):
+            consider(sig, m, rebuilt, number, _WRAP_PENALTY)
+
     for i, line in enumerate(lines):
         for sig, m in match_line(line.text, index):
             consider(sig, m, line, i + 1)
@@ -265,22 +271,16 @@ def match(text: str | bytes, *, top: int = 5, index: KbIndex | None = None, fuzz
         if lines[i + 1].prefixes and lines[i + 1].prefixes != lines[i].prefixes:
             # The continuation opens with what reads as a log prefix that its line does not share: a wrap before
             # a time stamp in the message ("CANCELLED AT" / "2020-07-03T02:59:56 DUE TO TIME LIMIT ***").
-            whole = strip_prefixes(f"{raw_lines[i].rstrip()} {raw_lines[i + 1].lstrip()}")
-            for sig, m in match_line(whole.text, index):
-                consider(sig, m, whole, i + 1, _WRAP_PENALTY)
+            reread(f"{raw_lines[i].rstrip()} {raw_lines[i + 1].lstrip()}", i + 1)
     # Long lines a terminal wrapped at its width, rebuilt, are the printed text too, and may name a more specific
     # failure than a piece alone did (a wrapped torchrun summary whose first piece reads as any child failure).
     prefixed = [bool(line.prefixes) for line in lines]
     if len(lines) > 2:
         for start, _count, printed in SoftWrap.terminal(raw_lines, prefixed):
-            rebuilt = strip_prefixes(printed)
-            for sig, m in match_line(rebuilt.text, index):
-                consider(sig, m, rebuilt, start + 1, _WRAP_PENALTY)
+            reread(printed, start + 1)
     # A line a terminal wrapped once, inside a word ("TIME LIMI" / "T ***"): its two pieces concatenated.
     for start, printed in SoftWrap.cut_pairs(raw_lines, prefixed):
-        rebuilt = strip_prefixes(printed)
-        for sig, m in match_line(rebuilt.text, index):
-            consider(sig, m, rebuilt, start + 1, _WRAP_PENALTY)
+        reread(printed, start + 1)
     if not found:
         _normalized_pass(raw_lines, lines, index, consider, found)
     if not found and fuzzy:

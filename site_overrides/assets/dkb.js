@@ -429,6 +429,11 @@
                         line_number: number, retry: e.retry, blame: e.blame, tier: tier });
     }
 
+    function reread(printed, number) { // a wrapped line rebuilt from its pasted pieces (matcher.match)
+      var rebuilt = self.stripPrefixes(printed);
+      self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, number, cfg.wrap_penalty); });
+    }
+
     for (i = 0; i < lines.length; i++) {
       var hits = this.matchLine(lines[i].text);
       for (var h = 0; h < hits.length; h++) consider(hits[h], lines[i].text, i + 1);
@@ -440,23 +445,16 @@
         .forEach(function (sig) { consider(sig, joined, i + 1, cfg.wrap_penalty); });
       if (lines[i + 1].prefixes.length && lines[i + 1].prefixes.join("\n") !== lines[i].prefixes.join("\n")) {
         // The continuation opens with a log prefix its line does not share: a wrap before a time stamp.
-        var whole = this.stripPrefixes(rawLines[i].replace(PYWS_END, "") + " " + rawLines[i + 1].replace(PYWS_START, ""));
-        this.matchLine(whole.text).forEach(function (sig) { consider(sig, whole.text, i + 1, cfg.wrap_penalty); });
+        reread(rawLines[i].replace(PYWS_END, "") + " " + rawLines[i + 1].replace(PYWS_START, ""), i + 1);
       }
     }
     // Long lines a terminal wrapped at its width, rebuilt (matcher.match).
     var prefixed = lines.map(function (l) { return l.prefixes.length > 0; });
     if (lines.length > 2) {
-      this.terminalLines(rawLines, prefixed).forEach(function (t) {
-        var rebuilt = self.stripPrefixes(t[2]);
-        self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, t[0] + 1, cfg.wrap_penalty); });
-      });
+      this.terminalLines(rawLines, prefixed).forEach(function (t) { reread(t[2], t[0] + 1); });
     }
     // A line a terminal wrapped once, inside a word: its two pieces concatenated (matcher.match).
-    this.cutPairs(rawLines, prefixed).forEach(function (t) {
-      var rebuilt = self.stripPrefixes(t[1]);
-      self.matchLine(rebuilt.text).forEach(function (sig) { consider(sig, rebuilt.text, t[0] + 1, cfg.wrap_penalty); });
-    });
+    this.cutPairs(rawLines, prefixed).forEach(function (t) { reread(t[1], t[0] + 1); });
     var pres = [];
     if (!found.size) this._normalizedPass(rawLines, lines, consider, found, pres);
     if (!found.size && this.fuzzy) {
