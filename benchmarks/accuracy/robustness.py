@@ -51,8 +51,8 @@ def _code_span(text: str) -> str:
     inside each edge when the text starts or ends with a backtick (CommonMark's code spans)."""
     if "\n" in text:
         return text
-    ticks = "`"
-    while ticks in re.findall(r"`+", text):
+    runs, ticks = set(re.findall(r"`+", text)), "`"
+    while ticks in runs:
         ticks += "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"

@@ -346,10 +346,10 @@
   };
 
   Engine.prototype.cutPairs = function (raw, prefixed) { // paste.SoftWrap.cut_pairs
-    var out = [], min = this.softWrap.terminal_min, space = new RegExp("^[" + PYWS + "]");
+    var out = [], min = this.softWrap.terminal_min;
     for (var i = 0; i < raw.length - 1; i++) {
       var head = rstripNewlines(raw[i]), tail = rstripNewlines(raw[i + 1]);
-      if (cpLen(head) >= min && !space.test(head.slice(-1)) && tail && !space.test(tail)
+      if (cpLen(head) >= min && !PYWS_END.test(head) && tail && !PYWS_START.test(tail)
           && cpLen(tail) <= cpLen(head) && !prefixed[i + 1]) out.push([i, head + tail]);
     }
     return out;
