@@ -303,7 +303,7 @@ def _from_full_entries(d: flight.Dump) -> flight.Dump:
     """The same dump with its index made from full entries (the lenient reader's path)."""
     import dataclasses
 
-    return dataclasses.replace(d, **flight._index_entries(d.entries))
+    return dataclasses.replace(d, **flight.dump._index_entries(d.entries))
 
 
 def _index_fields(d: flight.Dump) -> tuple:
@@ -377,7 +377,7 @@ def test_the_column_reader_covers_the_writers_dumps():
     """Dumps of version 2.1 and later, pickled or JSON, are read column by column; 2.2's bare lists are not."""
     def fast(path: Path) -> bool:
         obj = json.loads(path.read_bytes()) if path.suffix == ".json" else flight.safe_loads(path.read_bytes())
-        return flight._fast_index(obj["entries"] if isinstance(obj, dict) else obj) is not None
+        return flight.dump._fast_index(obj["entries"] if isinstance(obj, dict) else obj) is not None
 
     assert all(fast(p) for sub in ("v2_10", "v2_1", "wrap", "v2_4_json") for p in (FIX / sub).iterdir())
     assert not any(fast(p) for p in (FIX / "v2_2").iterdir())
@@ -399,7 +399,7 @@ def test_odd_values_give_the_same_analysis(key, value, columns):
         if r != 2:
             es[-1][key] = value
         raw = mf.top("2.10", [0, 1, 2], es)
-        assert (flight._fast_index(raw["entries"]) is not None) == (columns or r == 2)
+        assert (flight.dump._fast_index(raw["entries"]) is not None) == (columns or r == 2)
         dumps.append(flight.parse_dump(pickle.dumps(raw, protocol=2), path=f"fr_{r}", rank=r))
     assert_same_as_full_entries(dumps)
 

@@ -184,7 +184,7 @@ def test_compact_store_equals_full_entries_on_real_dumps(runs):
     for folder in (runs("skip"), runs("skip-nodump"), runs("groups"), runs("mismatch", 2)):
         dumps, problems = flight.read_dumps([folder])
         assert not problems and all(d.built is None for d in dumps)
-        full = [dataclasses.replace(d, **flight._index_entries(d.entries)) for d in dumps]
+        full = [dataclasses.replace(d, **flight.dump._index_entries(d.entries)) for d in dumps]
         for d, e in zip(dumps, full, strict=True):
             assert (d.groups, d.size, d.backend, d.wrapped) == (e.groups, e.size, e.backend, e.wrapped)
             assert [x.to_dict() for x in d.tail] == [x.to_dict() for x in e.tail]
